@@ -1,0 +1,43 @@
+"""The agent interface and the choice of backend by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import BaseModel
+
+from apex_core.errors import UnknownNameError
+from apex_core.tasks.schema import Task
+
+
+class AgentRun(BaseModel):
+    """What happened when an agent worked on a task (its account, not a verdict)."""
+
+    backend: str
+    solution_path: str
+    wrote_solution: bool
+    elapsed_s: float
+    exit_code: int | None = None
+    transcript_path: str | None = None
+    summary: str = ""
+
+
+class Agent(Protocol):
+    name: str
+
+    def run(self, task: Task, system: str, prompt: str, workspace: Path, solution_path: Path) -> AgentRun: ...
+
+
+BACKENDS = ("dry-run", "claude")
+
+
+def make_agent(name: str, model: str | None = None, max_turns: int = 25, timeout_s: float = 1800) -> Agent:
+    from apex_core.agents.claude_code import ClaudeCodeAgent
+    from apex_core.agents.dry_run import DryRunAgent
+
+    if name == "dry-run":
+        return DryRunAgent()
+    if name == "claude":
+        return ClaudeCodeAgent(model=model, max_turns=max_turns, timeout_s=timeout_s)
+    raise UnknownNameError("agent backend", name, BACKENDS)

@@ -1,0 +1,225 @@
+"""The ``apex`` command line: one entry point for every stage, for people, scripts and agents.
+
+User mistakes (an unknown task id, a missing solution file, an unknown GPU) end with exit code 2
+and one line that says what is wrong and what would be right; never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from apex_core.cli import render
+from apex_core.errors import ApexUserError
+
+app = typer.Typer(
+    name="apex",
+    help="Apex: an RL environment and tool suite in which LLM agents optimize GPU kernels.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+tasks_app = typer.Typer(help="List and inspect the kernel tasks.", no_args_is_help=True, rich_markup_mode=None)
+mcp_app = typer.Typer(help="Wire agent hosts (Claude Code, Codex, Cursor) to Apex.", no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(tasks_app, name="tasks")
+app.add_typer(mcp_app, name="mcp")
+
+console = Console(width=None if sys.stdout.isatty() else 160)
+
+GpuOption = Annotated[
+    Optional[str],
+    typer.Option("--gpu", help="Target arch or product (gfx950, gfx942, sm_90, mi355x, h200, ...); default: detected, else gfx950."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+
+def _print_json(data: object) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+@app.command()
+def hardware(gpu: GpuOption = None, as_json: JsonOption = False) -> None:
+    """Show the detected accelerator and the target's peak numbers with their sources."""
+    from apex_core.hardware import resolve_target
+
+    target = resolve_target(gpu)
+    if as_json:
+        spec = target.spec
+        _print_json(
+            {
+                "detected": target.detected.model_dump(),
+                "target": {
+                    "origin": target.origin,
+                    "arch": target.arch,
+                    "spec": spec.model_dump() if spec else None,
+                    "last_level_cache_bytes": spec.last_level_cache_bytes if spec else None,
+                    "cache_flush_bytes": spec.cache_flush_bytes if spec else None,
+                },
+            }
+        )
+        return
+    render.hardware(console, target)
+
+
+@tasks_app.command("list")
+def tasks_list(
+    model: Annotated[Optional[str], typer.Option(help="Only this model (slug or Hugging Face id).")] = None,
+    kernel: Annotated[Optional[str], typer.Option(help="Only this kernel (rms_norm, ...).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List tasks, optionally filtered by model and kernel."""
+    from apex_core.tasks import find_tasks
+
+    tasks = find_tasks(model=model, kernel=kernel)
+    if as_json:
+        _print_json([{"id": t.id, "model": t.model, "kernel": t.kernel, "language": t.language, "dtype": t.dtype,
+                      "difficulty": t.difficulty} for t in tasks])
+        return
+    render.task_list(console, tasks)
+
+
+@tasks_app.command("show")
+def tasks_show(task_id: Annotated[str, typer.Argument(help="Task id, e.g. llama-3-1-8b-instruct__rms_norm.")],
+               gpu: GpuOption = None, as_json: JsonOption = False) -> None:
+    """Show one task: contract, shapes, tolerance, roofline and where the solution goes."""
+    from apex_core.hardware import resolve_target
+    from apex_core.tasks import get_task
+
+    task = get_task(task_id)
+    if as_json:
+        data = task.model_dump(exclude={"hidden_shapes"})
+        data["hidden_shape_count"] = len(task.hidden_shapes)
+        data["solution_path"] = f"output/{task.id}/{task.solution_filename}"
+        _print_json(data)
+        return
+    render.task_detail(console, task, resolve_target(gpu))
+
+
+@app.command()
+def prompt(
+    task_id: Annotated[Optional[str], typer.Option("--task-id", help="Print the prompt of this task.")] = None,
+    list_ids: Annotated[bool, typer.Option("--list", help="List every task id.")] = False,
+    every: Annotated[bool, typer.Option("--all", help="Every task's prompt as JSON lines.")] = False,
+    gpu: GpuOption = None,
+    output_dir: Annotated[str, typer.Option(help="Where solutions are written, as the prompt states it.")] = "output",
+    system: Annotated[bool, typer.Option("--system/--no-system", help="Include the system prompt (text output).")] = True,
+) -> None:
+    """Print task prompts: one (--task-id), the id list (--list), or all as JSONL (--all)."""
+    from apex_core.hardware import resolve_target
+    from apex_core.prompts import build_record, system_prompt, task_prompt
+    from apex_core.tasks import all_tasks, get_task
+
+    if sum([task_id is not None, list_ids, every]) != 1:
+        raise ApexUserError("give exactly one of --task-id ID, --list or --all")
+    if list_ids:
+        for tid in sorted(all_tasks()):
+            sys.stdout.write(tid + "\n")
+        return
+    target = resolve_target(gpu)
+    if every:
+        for task in sorted(all_tasks().values(), key=lambda t: t.id):
+            sys.stdout.write(build_record(task, target, output_dir).model_dump_json() + "\n")
+        return
+    task = get_task(task_id or "")
+    if system:
+        sys.stdout.write(system_prompt(target) + "\n---\n\n")
+    sys.stdout.write(task_prompt(task, target, output_dir))
+
+
+@app.command()
+def grade(
+    task: Annotated[str, typer.Option("--task", help="Task id.")],
+    solution: Annotated[list[Path], typer.Option("--solution", help="Solution file; repeat for several.")],
+    as_json: JsonOption = False,
+    timeout: Annotated[float, typer.Option(help="Seconds any single step of a solution may take.")] = 180.0,
+    device: Annotated[Optional[str], typer.Option(help="cuda, cuda:N or cpu; default: the GPU if the task needs one.")] = None,
+    no_timing: Annotated[bool, typer.Option("--no-timing", help="Check correctness only.")] = False,
+) -> None:
+    """Grade solution files: compile, correctness on all shapes, interleaved timing, score."""
+    from apex_core.grader.judge import GradeOptions, check_solution_file
+    from apex_core.grader.judge import grade as grade_solution
+    from apex_core.tasks import get_task
+
+    the_task = get_task(task)
+    paths = [check_solution_file(the_task, path) for path in solution]
+    options = GradeOptions(timeout_s=timeout, device=device, timing=not no_timing)
+    results = [grade_solution(the_task, path, options) for path in paths]
+    if as_json:
+        _print_json([r.model_dump(mode="json") for r in results])
+        return
+    for result in results:
+        render.grade_result(console, result)
+
+
+@app.command("eval")
+def evaluate(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Submit a stored solution instead of calling an agent.")] = False,
+    task_id: Annotated[str, typer.Option("--task-id", help="Task to evaluate.")] = "cpu-mini__rms_norm",
+    agent: Annotated[str, typer.Option(help="Agent backend when not --dry-run: claude.")] = "claude",
+    agent_model: Annotated[Optional[str], typer.Option(help="Model name passed to the agent CLI.")] = None,
+    max_turns: Annotated[int, typer.Option(min=1, help="Agent turn limit.")] = 25,
+    output_dir: Annotated[Path, typer.Option(help="Where output/<task_id>/ goes.")] = Path("output"),
+    gpu: GpuOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run the mini-evaluation: prompt, agent, solution, grade, score report."""
+    from apex_core.agents import make_agent
+    from apex_core.evaluation import run_eval
+
+    backend = make_agent("dry-run" if dry_run else agent, model=agent_model, max_turns=max_turns)
+    with console.status(f"evaluating {task_id} with the {backend.name} agent", spinner="dots") if not as_json else _null():
+        report = run_eval(backend, task_id=task_id, output_dir=output_dir, gpu=gpu)
+    if as_json:
+        _print_json(report.model_dump(mode="json"))
+        return
+    render.eval_report(console, report)
+
+
+@mcp_app.command("install")
+def mcp_install(client: Annotated[str, typer.Option(help="claude, codex, cursor or all.")]) -> None:
+    """Write the project's MCP configuration and skill links for an agent host."""
+    from apex_core import hosts
+
+    clients = hosts.CLIENTS if client == "all" else tuple(c.strip() for c in client.split(",") if c.strip())
+    for name in clients:
+        for path in hosts.install(name):
+            console.print(f"{name}: {path.relative_to(hosts.PROJECT_ROOT)}")
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point with Apex's error discipline."""
+    try:
+        result = app(args=argv, standalone_mode=False)
+    except ApexUserError as error:
+        sys.stderr.write(f"apex: error: {error}\n")
+        sys.exit(2)
+    except typer.Abort:
+        sys.stderr.write("apex: aborted\n")
+        sys.exit(130)
+    except typer.Exit as done:
+        sys.exit(done.exit_code)
+    except typer.TyperException as error:  # usage errors: unknown option, missing value, bad type
+        context = getattr(error, "ctx", None)
+        hint = f" (see '{context.command_path} --help')" if context is not None else ""
+        message = error.format_message() if hasattr(error, "format_message") else str(error)
+        sys.stderr.write(f"apex: error: {message}{hint}\n")
+        sys.exit(2)
+    sys.exit(result if isinstance(result, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""The CPU mini-evaluation, end to end: prompt → agent → solution file → grade → score report.
+
+It is the smallest run of the whole loop and works on any machine: the default task is a naive
+pure-Python RMSNorm, graded on the CPU. ``--dry-run`` swaps the LLM for a stored solution.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from apex_core.agents.base import Agent, AgentRun
+from apex_core.errors import SolutionFileError
+from apex_core.grader.judge import GradeOptions, grade, result_without_solution
+from apex_core.grader.result import GradeResult
+from apex_core.hardware.target import resolve_target
+from apex_core.prompts import system_prompt, task_prompt
+from apex_core.tasks import get_task
+
+DEFAULT_EVAL_TASK = "cpu-mini__rms_norm"
+
+
+class EvalReport(BaseModel):
+    task_id: str
+    target_arch: str
+    prompt_path: str
+    agent: AgentRun
+    grade: GradeResult
+
+
+def run_eval(
+    agent: Agent,
+    task_id: str = DEFAULT_EVAL_TASK,
+    output_dir: Path = Path("output"),
+    workspace: Path = Path("."),
+    gpu: str | None = None,
+    options: GradeOptions | None = None,
+) -> EvalReport:
+    task = get_task(task_id)
+    target = resolve_target(gpu)
+    task_dir = output_dir / task.id
+    task_dir.mkdir(parents=True, exist_ok=True)
+    solution = task_dir / task.solution_filename
+    system = system_prompt(target)
+    prompt = task_prompt(task, target, output_dir=str(output_dir))
+    prompt_path = task_dir / "prompt.md"
+    prompt_path.write_text(f"<!-- system prompt -->\n{system}\n<!-- task prompt -->\n{prompt}", encoding="utf-8")
+    run = agent.run(task, system, prompt, workspace, solution)
+    try:
+        result = grade(task, solution, options)
+    except SolutionFileError as missing:
+        result = result_without_solution(task, solution, f"the agent left no usable solution: {missing}")
+    (task_dir / "grade_result.json").write_text(result.model_dump_json(indent=2), encoding="utf-8")
+    return EvalReport(task_id=task.id, target_arch=target.arch, prompt_path=str(prompt_path), agent=run, grade=result)

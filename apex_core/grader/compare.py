@@ -1,0 +1,101 @@
+"""Comparing a solution's output with the reference under a task's tolerance.
+
+NaN and Inf must appear where the reference has them, every finite element must satisfy
+|out − ref| ≤ atol + rtol·|ref|, and the report names the worst element so an agent can act on it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from apex_core.tasks.schema import Tolerance
+
+
+class Comparison(BaseModel):
+    passed: bool
+    max_abs_error: float | None = None
+    max_error_index: list[int] | None = None
+    message: str = ""
+
+
+def _as_float64(value: Any) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        return value.astype(np.float64)
+    import torch
+
+    return value.detach().to("cpu", torch.float64).numpy()
+
+
+def _dtype_name(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return str(value.dtype)
+    return str(value.dtype).removeprefix("torch.")
+
+
+def compare_outputs(output: Any, reference: Any, tolerance: Tolerance) -> Comparison:
+    """Check shape, dtype and values of ``output`` against ``reference``."""
+    if tuple(output.shape) != tuple(reference.shape):
+        return Comparison(passed=False, message=f"shape {tuple(output.shape)}, expected {tuple(reference.shape)}")
+    if _dtype_name(output) != _dtype_name(reference):
+        return Comparison(passed=False, message=f"dtype {_dtype_name(output)}, expected {_dtype_name(reference)}")
+    out, ref = _as_float64(output), _as_float64(reference)
+    if out.size == 0:
+        return Comparison(passed=True, max_abs_error=0.0)
+    nan_mismatch = np.isnan(out) != np.isnan(ref)
+    inf_mismatch = (np.isinf(out) | np.isinf(ref)) & (out != ref) & ~np.isnan(ref)
+    bad_special = nan_mismatch | inf_mismatch
+    if bad_special.any():
+        index = [int(i) for i in np.unravel_index(int(np.argmax(bad_special)), out.shape)]
+        return Comparison(
+            passed=False,
+            max_error_index=index,
+            message=f"NaN/Inf at {index} does not match the reference ({out[tuple(index)]} vs {ref[tuple(index)]})",
+        )
+    finite = np.isfinite(ref)
+    error = np.where(finite, np.abs(out - ref), 0.0)
+    allowed = tolerance.atol + tolerance.rtol * np.abs(ref)
+    worst = int(np.argmax(error))
+    index = [int(i) for i in np.unravel_index(worst, out.shape)]
+    max_error = float(error.flat[worst])
+    violations = (error > allowed) & finite
+    if violations.any():
+        first = [int(i) for i in np.unravel_index(int(np.argmax(violations)), out.shape)]
+        count = int(violations.sum())
+        return Comparison(
+            passed=False,
+            max_abs_error=max_error,
+            max_error_index=index,
+            message=(
+                f"{count} of {out.size} elements outside atol={tolerance.atol:g}, rtol={tolerance.rtol:g}; "
+                f"first at {first}: {out[tuple(first)]:.6g} vs {ref[tuple(first)]:.6g}; "
+                f"largest error {max_error:.3g} at {index}"
+            ),
+        )
+    return Comparison(passed=True, max_abs_error=max_error, max_error_index=index)
+
+
+def inputs_unchanged(before: list[Any], after: list[Any]) -> bool:
+    """Whether the call left every array argument bit-identical."""
+    for old, new in zip(before, after):
+        if isinstance(old, np.ndarray):
+            if not (isinstance(new, np.ndarray) and old.shape == new.shape and old.tobytes() == new.tobytes()):
+                return False
+        elif hasattr(old, "shape") and hasattr(old, "dtype"):
+            import torch
+
+            if not (isinstance(new, torch.Tensor) and old.shape == new.shape and old.dtype == new.dtype):
+                return False
+            if not torch.equal(_raw_bytes(old), _raw_bytes(new)):
+                return False
+    return True
+
+
+def _raw_bytes(tensor: Any) -> Any:
+    """The tensor's bits as uint8, so NaNs compare equal to themselves."""
+    import torch
+
+    flat = tensor.detach().cpu().contiguous()
+    return flat if flat.dtype == torch.bool else flat.view(torch.uint8)

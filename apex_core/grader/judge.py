@@ -1,0 +1,350 @@
+"""The judge: grades one solution file against a task, never importing the solution itself.
+
+Correctness: every test and hidden shape, several seeds drawn from a public seed mixed with a
+secret one, reference computed here, outputs compared here, input mutation detected. Timing:
+baseline and solution in two workers, interleaved in alternating order, warm-up first, distinct
+inputs per call, device caches flushed before every GPU sample, repeated until the medians are
+stable or the budget is spent; the speedup counts only when its bootstrap interval excludes 1.0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+import apex_core
+from apex_core.errors import SolutionFileError
+from apex_core.grader import stats, wire
+from apex_core.grader.compare import compare_outputs, inputs_unchanged
+from apex_core.grader.process import WorkerFailure, WorkerProcess
+from apex_core.grader.result import GradeResult, Outcome, Provenance, ShapeCheck, ShapeTiming
+from apex_core.hardware.detect import DetectedDevice, cpu_name, torch_version, detect
+from apex_core.hardware.specs import GpuSpec
+from apex_core.hardware.target import spec_for_detected
+from apex_core.kernels.roofline import Roofline
+from apex_core.score import kernel_score
+from apex_core.tasks.schema import Shape, Task, load_reference
+
+GRADER_NAME = "apex-minimal"
+DEFAULT_FLUSH_BYTES = 512 * 1024**2
+
+
+class GradeOptions(BaseModel):
+    device: str | None = None
+    """'cuda', 'cuda:1' or 'cpu'; by default the GPU when the task needs one and torch sees one."""
+    seeds_per_shape: int = Field(default=2, ge=1)
+    public_seed: int = Field(default=0, ge=0)
+    timeout_s: float = Field(default=180.0, gt=0)
+    time_budget_s: float = Field(default=4.0, gt=0)
+    """Timing budget per benchmark shape (both solutions together)."""
+    target_rse: float = Field(default=0.01, gt=0)
+    min_samples: int = Field(default=10, ge=3)
+    inputs_per_shape: int = Field(default=4, ge=1)
+    timing: bool = True
+    bootstrap_draws: int = Field(default=1000, ge=100)
+
+
+@lru_cache(maxsize=1)
+def _machine() -> tuple[DetectedDevice, GpuSpec | None]:
+    device = detect()
+    return device, spec_for_detected(device)
+
+
+def _file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _case_seed(public: int, secret: int, shape_index: int, k: int) -> int:
+    digest = hashlib.sha256(f"{public}:{secret}:{shape_index}:{k}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+def check_solution_file(task: Task, solution: Path) -> Path:
+    """The solution path as a readable file of the right kind, or a SolutionFileError."""
+    if not solution.exists():
+        raise SolutionFileError(f"solution file {solution} does not exist; write output/{task.id}/{task.solution_filename}")
+    if not solution.is_file():
+        raise SolutionFileError(f"solution path {solution} is not a file; expected a {task.solution_filename}")
+    if solution.suffix != ".py":
+        raise SolutionFileError(f"solution {solution} must be a .py file for the {task.language} task {task.id}")
+    try:
+        solution.read_bytes()
+    except OSError as exc:
+        raise SolutionFileError(f"solution file {solution} is not readable: {exc.strerror}") from None
+    return solution.resolve()
+
+
+class _Run:
+    """State of one grading: what the result model is built from."""
+
+    def __init__(self, task: Task, solution: Path, options: GradeOptions) -> None:
+        self.task = task
+        self.solution = solution
+        self.options = options
+        self.started = time.monotonic()
+        self.secret_seed = secrets.randbits(32)
+        self.device = self._choose_device()
+        self.extra_env: dict[str, str] = {}
+        self.flags: list[str] = []
+        self.checks: list[ShapeCheck] = []
+        self.timings: list[ShapeTiming] = []
+        self.make_inputs = load_reference(task.inputs)
+        self.reference = load_reference(task.reference)
+        self.roofline = load_reference(task.roofline)
+        self.interpreted = False
+        if task.language == "triton" and self.device == "cpu":
+            # No GPU: Triton kernels run in the interpreter, which checks correctness but says
+            # nothing about speed.
+            self.extra_env["TRITON_INTERPRET"] = "1"
+            self.interpreted = True
+
+    def _choose_device(self) -> str:
+        if self.options.device:
+            return self.options.device
+        if self.task.array_library != "torch":
+            return "cpu"
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    def worker(self, path: Path) -> WorkerProcess:
+        return WorkerProcess(
+            path, self.task.entry_point, self.task.array_library, self.device, self.options.timeout_s, self.extra_env
+        )
+
+    def inputs(self, shape: Shape, seed: int) -> list[Any]:
+        return list(self.make_inputs(shape, self.task.dtype, seed, self.device, self.task.params))
+
+    # --- correctness -----------------------------------------------------------------------------
+
+    def check(self, worker: WorkerProcess) -> tuple[Outcome, str] | None:
+        """Run every case; the first failure ends the check and is returned."""
+        cases = [(s, False) for s in self.task.test_shapes] + [(s, True) for s in self.task.hidden_shapes]
+        library = self.task.array_library
+        for index, (shape, hidden) in enumerate(cases):
+            for k in range(self.options.seeds_per_shape):
+                seed = _case_seed(self.options.public_seed, self.secret_seed, index, k)
+                args = self.inputs(shape, seed)
+                expected = self.reference(*args)
+                reply, payload = worker.request({"op": "call"}, wire.encode_values(args, library))
+                shown_shape = shape if not hidden else {k2: v for k2, v in shape.items()}
+                if not reply.get("ok"):
+                    message = str(reply.get("message", "the entry point raised"))
+                    self.checks.append(ShapeCheck(shape=shown_shape, seed=seed, hidden=hidden, passed=False, message=message))
+                    return Outcome.runtime_error, message
+                if reply.get("output_type") != "exact":
+                    wanted = "torch.Tensor" if library == "torch" else "numpy.ndarray"
+                    message = f"returned {reply.get('output_type')}, expected exactly {wanted}"
+                    self.checks.append(ShapeCheck(shape=shown_shape, seed=seed, hidden=hidden, passed=False, message=message))
+                    return Outcome.wrong_answer, message
+                try:
+                    output, *args_after = wire.decode_values(payload, library)
+                except Exception:
+                    message = "the output could not be decoded as plain arrays"
+                    self.checks.append(ShapeCheck(shape=shown_shape, seed=seed, hidden=hidden, passed=False, message=message))
+                    return Outcome.wrong_answer, message
+                if library == "torch" and reply.get("output_device", "").split(":")[0] != self.device.split(":")[0]:
+                    message = f"output on {reply.get('output_device')}, expected on {self.device}"
+                    self.checks.append(ShapeCheck(shape=shown_shape, seed=seed, hidden=hidden, passed=False, message=message))
+                    return Outcome.wrong_answer, message
+                comparison = compare_outputs(output, _to_cpu(expected), self.task.tolerance)
+                passed = comparison.passed and inputs_unchanged([_to_cpu(a) for a in args], args_after)
+                message = comparison.message if not comparison.passed else ("" if passed else "the call modified its inputs")
+                self.checks.append(
+                    ShapeCheck(
+                        shape=shown_shape,
+                        seed=seed,
+                        hidden=hidden,
+                        passed=passed,
+                        max_abs_error=comparison.max_abs_error,
+                        max_error_index=comparison.max_error_index,
+                        message=message,
+                    )
+                )
+                if not passed:
+                    where = "hidden shape" if hidden else f"shape {shape}"
+                    return Outcome.wrong_answer, f"{where}, seed {seed}: {message}"
+        return None
+
+    # --- timing ------------------------------------------------------------------------------------
+
+    def time_shape(self, baseline: WorkerProcess, candidate: WorkerProcess, shape: Shape, index: int, spec: GpuSpec | None) -> ShapeTiming:
+        library = self.task.array_library
+        staged: list[Any] = []
+        for k in range(self.options.inputs_per_shape):
+            staged.extend(self.inputs(shape, _case_seed(self.options.public_seed, self.secret_seed, 1000 + index, k)))
+        payload = wire.encode_values(staged, library)
+        flush = spec.cache_flush_bytes if spec else DEFAULT_FLUSH_BYTES
+        for worker in (baseline, candidate):
+            worker.request({"op": "stage", "count": self.options.inputs_per_shape}, payload)
+            reply, _ = worker.request({"op": "warmup", "min_calls": 10, "min_seconds": 0.025})
+            if not reply.get("ok"):
+                raise _Failed(Outcome.runtime_error if worker is candidate else Outcome.infra_error, str(reply.get("message")))
+        samples: dict[str, list[int]] = {"baseline": [], "solution": []}
+        reps = 5
+        deadline = time.monotonic() + self.options.time_budget_s
+        round_index = 0
+        while True:
+            order = [("baseline", baseline), ("solution", candidate)]
+            if round_index % 2:
+                order.reverse()
+            for name, worker in order:
+                reply, _ = worker.request({"op": "time", "reps": reps, "flush_bytes": flush if self.device != "cpu" else 0})
+                if not reply.get("ok"):
+                    raise _Failed(Outcome.runtime_error if name == "solution" else Outcome.infra_error, str(reply.get("message")))
+                samples[name].extend(int(s) for s in reply["samples_ns"])
+            round_index += 1
+            enough = all(len(v) >= self.options.min_samples for v in samples.values())
+            stable = all(stats.relative_standard_error_of_median(v) < self.options.target_rse for v in samples.values())
+            if (enough and stable) or time.monotonic() >= deadline:
+                break
+            # Grow the chunk so that per-request overhead stays small for fast kernels.
+            slowest = max(stats.median(v) for v in samples.values())
+            reps = int(min(200, max(5, 0.05e9 / max(slowest, 1.0))))
+        b_med, s_med = stats.median(samples["baseline"]), stats.median(samples["solution"])
+        draws = stats.bootstrap_speedup_draws(samples["baseline"], samples["solution"], self.options.bootstrap_draws, seed=index)
+        self._draws.append(draws)
+        floor_ns = None
+        if spec is not None and self.device != "cpu":
+            model: Roofline = self.roofline(shape, self.task.dtype, self.task.params)
+            floor_ns = model.floor_seconds(spec, self.task.dtype) * 1e9
+        return ShapeTiming(
+            shape=shape,
+            baseline_median_ns=b_med,
+            solution_median_ns=s_med,
+            speedup=b_med / max(s_med, 1e-9),
+            speedup_ci95=stats.interval(draws),
+            baseline_samples_ns=samples["baseline"],
+            solution_samples_ns=samples["solution"],
+            roofline_floor_ns=floor_ns,
+        )
+
+    _draws: list[Any]
+
+    def time_all(self, candidate: WorkerProcess) -> None:
+        _, spec = _machine() if self.device != "cpu" else (None, None)
+        self._draws = []
+        with self.worker(self.task.baseline_path) as baseline:
+            reply, _ = baseline.request({"op": "load"})
+            if not reply.get("ok"):
+                raise _Failed(Outcome.infra_error, f"the baseline does not load: {reply.get('message')}")
+            for index, shape in enumerate(self.task.timed_shapes):
+                self.timings.append(self.time_shape(baseline, candidate, shape, index, spec))
+
+
+class _Failed(Exception):
+    def __init__(self, outcome: Outcome, reason: str) -> None:
+        super().__init__(reason)
+        self.outcome = outcome
+        self.reason = reason
+
+
+def _to_cpu(value: Any) -> Any:
+    return value.detach().cpu() if hasattr(value, "detach") else value
+
+
+def _provenance(task: Task, solution: Path | None, device_name: str, public_seed: int) -> Provenance:
+    device, _ = _machine() if device_name != "cpu" else (None, None)
+    return Provenance(
+        task_hash=task.content_hash(),
+        solution_hash=_file_hash(solution) if solution is not None and solution.is_file() else "",
+        grader=GRADER_NAME,
+        grader_version=apex_core.__version__,
+        device=device.product_name if device else cpu_name(),
+        arch=device.arch if device else None,
+        torch_version=torch_version() if task.array_library == "torch" else None,
+        timing_method=(
+            "cuda events per call, cache flush of 2x last-level cache, interleaved A/B, adaptive"
+            if device_name != "cpu"
+            else "perf_counter_ns per call, interleaved A/B, adaptive"
+        ),
+        public_seed=public_seed,
+    )
+
+
+def result_without_solution(task: Task, solution: Path, reason: str) -> GradeResult:
+    """The result for an agent that left no usable solution file: nothing compiled, no points."""
+    return GradeResult(
+        task_id=task.id,
+        solution_path=str(solution),
+        outcome=Outcome.compile_error,
+        reason=reason,
+        compiled=False,
+        correct=False,
+        score=kernel_score(False, False, None),
+        provenance=_provenance(task, None, "cpu", 0),
+        elapsed_s=0.0,
+    )
+
+
+def grade(task: Task, solution: Path, options: GradeOptions | None = None) -> GradeResult:
+    """Grade ``solution`` for ``task``; user mistakes (a missing file) raise SolutionFileError."""
+    options = options or GradeOptions()
+    solution = check_solution_file(task, Path(solution))
+    run = _Run(task, solution, options)
+    compiled = correct = False
+    outcome, reason = Outcome.ok, ""
+    try:
+        with run.worker(solution) as candidate:
+            reply, _ = candidate.request({"op": "load"})
+            if not reply.get("ok"):
+                raise _Failed(Outcome.compile_error, str(reply.get("message")))
+            compiled = True
+            failure = run.check(candidate)
+            if failure:
+                raise _Failed(*failure)
+            correct = True
+            if options.timing and not run.interpreted:
+                run.time_all(candidate)
+            elif run.interpreted:
+                run.flags.append("not_timed: Triton ran in the CPU interpreter, whose speed means nothing")
+    except _Failed as failed:
+        outcome, reason = failed.outcome, failed.reason
+    except WorkerFailure as failure:
+        outcome, reason = (Outcome.timeout if failure.kind == "timeout" else Outcome.crash), str(failure)
+
+    measured = credited = None
+    interval_all = None
+    if run.timings and outcome is Outcome.ok:
+        measured = stats.geometric_mean([t.speedup for t in run.timings])
+        import numpy as np
+
+        combined = np.exp(np.mean([np.log(d) for d in run._draws], axis=0))
+        interval_all = stats.interval(combined)
+        credited = 1.0 if interval_all[0] <= 1.0 <= interval_all[1] else measured
+        below = [t for t in run.timings if t.roofline_floor_ns and t.solution_median_ns < t.roofline_floor_ns]
+        if below:
+            run.flags.append(
+                f"below_roofline_floor: {below[0].solution_median_ns:.0f} ns measured, floor {below[0].roofline_floor_ns:.0f} ns"
+            )
+            outcome, reason = Outcome.tampering, "measured faster than the hardware allows"
+            credited = min(credited, 1.0)
+    if outcome is Outcome.infra_error:
+        compiled = correct = False  # never blame the candidate for our failure; no score either way
+
+    score = kernel_score(compiled, correct, credited if correct else None)
+    return GradeResult(
+        task_id=task.id,
+        solution_path=str(solution),
+        outcome=outcome,
+        reason=reason,
+        compiled=compiled,
+        correct=correct,
+        speedup=credited,
+        measured_speedup=measured,
+        speedup_ci95=interval_all,
+        baseline_median_ns=stats.geometric_mean([t.baseline_median_ns for t in run.timings]) if run.timings else None,
+        solution_median_ns=stats.geometric_mean([t.solution_median_ns for t in run.timings]) if run.timings else None,
+        checks=run.checks,
+        timings=run.timings,
+        flags=run.flags,
+        score=score,
+        provenance=_provenance(task, solution, run.device, options.public_seed),
+        elapsed_s=round(time.monotonic() - run.started, 3),
+    )

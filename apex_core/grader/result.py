@@ -1,0 +1,83 @@
+"""The typed result of grading one solution: what every report, reward and decision reads."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, Field
+
+from apex_core.score import ScoreBreakdown
+
+
+class Outcome(str, Enum):
+    ok = "ok"
+    compile_error = "compile_error"
+    runtime_error = "runtime_error"
+    timeout = "timeout"
+    crash = "crash"
+    wrong_answer = "wrong_answer"
+    tampering = "tampering"
+    infra_error = "infra_error"
+
+
+class ShapeCheck(BaseModel):
+    """Correctness of one (shape, seed) case."""
+
+    shape: dict[str, int]
+    seed: int
+    hidden: bool
+    passed: bool
+    max_abs_error: float | None = None
+    max_error_index: list[int] | None = None
+    message: str = ""
+
+
+class ShapeTiming(BaseModel):
+    """Interleaved timing of baseline and solution at one shape (times in nanoseconds)."""
+
+    shape: dict[str, int]
+    baseline_median_ns: float
+    solution_median_ns: float
+    speedup: float
+    speedup_ci95: tuple[float, float]
+    baseline_samples_ns: list[int]
+    solution_samples_ns: list[int]
+    roofline_floor_ns: float | None = None
+
+
+class Provenance(BaseModel):
+    task_hash: str
+    solution_hash: str
+    grader: str
+    grader_version: str
+    device: str
+    arch: str | None
+    torch_version: str | None
+    timing_method: str
+    public_seed: int
+
+
+class GradeResult(BaseModel):
+    task_id: str
+    solution_path: str
+    outcome: Outcome
+    reason: str = ""
+    compiled: bool
+    correct: bool
+    speedup: float | None = None
+    """Geometric mean over the timed shapes of the speedup that is credited (1.0 when not significant)."""
+    measured_speedup: float | None = None
+    speedup_ci95: tuple[float, float] | None = None
+    baseline_median_ns: float | None = None
+    solution_median_ns: float | None = None
+    checks: list[ShapeCheck] = Field(default_factory=list)
+    timings: list[ShapeTiming] = Field(default_factory=list)
+    flags: list[str] = Field(default_factory=list)
+    score: ScoreBreakdown
+    provenance: Provenance
+    elapsed_s: float
+
+    @property
+    def max_abs_error(self) -> float | None:
+        errors = [c.max_abs_error for c in self.checks if c.max_abs_error is not None]
+        return max(errors) if errors else None

@@ -1,0 +1,145 @@
+"""The task prompt: one task's hardware, model, contract, shapes, roofline, baseline and reference.
+
+Profiling data and knowledge-base insights are optional slots: the pipeline fills them when it
+has them; a standalone prompt leaves them out rather than printing empty headings.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from apex_core.hardware.target import HardwareTarget
+from apex_core.models import ModelConfig
+from apex_core.prompts.system import system_prompt
+from apex_core.tasks.schema import Task, load_reference
+
+
+def _hardware_section(target: HardwareTarget) -> str:
+    spec = target.spec
+    if spec is None:
+        return (
+            "## Target hardware\n"
+            f"{target.detected.product_name} ({target.arch}); its peak numbers are not in Apex's hardware model."
+        )
+    unit = "CU" if spec.vendor == "amd" else "SM"
+    llc = f", Infinity Cache {spec.infinity_cache_mib:g} MiB" if spec.infinity_cache_mib else ""
+    lines = [
+        "## Target hardware",
+        f"{spec.product_name} ({spec.arch}, {spec.family}): {spec.compute_units} {unit}s, "
+        f"wavefront/warp {spec.wavefront_size}, {spec.lds_per_cu_kib:g} KiB LDS/shared memory per {unit}, "
+        f"L2 {spec.l2_cache_mib:g} MiB{llc}, {spec.memory_gb:g} GB {spec.memory_type} at {spec.hbm_bandwidth_tbs:g} TB/s, "
+        f"dense peak {spec.peak_bf16_tflops:g} TFLOP/s bf16 and {spec.peak_fp8_tflops:g} TFLOP/s fp8.",
+        "(Sources for every number: `apex hardware`.)",
+    ]
+    if target.origin == "default":
+        lines.append("No GPU was detected where this prompt was made; the target is the default, gfx950.")
+    elif not target.runs_here:
+        lines.append(f"Grading here runs on {target.detected.product_name}, not on the target.")
+    return "\n".join(lines)
+
+
+def _model_section(model: ModelConfig) -> str:
+    if model.synthetic:
+        return f"## Model\n{model.hf_id}: {model.source}."
+    parts = [
+        f"hidden {model.hidden_size}",
+        f"{model.num_attention_heads} attention heads ({model.num_key_value_heads} KV heads, head dim {model.head_dim})",
+        f"{model.num_hidden_layers} layers",
+        f"intermediate {model.intermediate_size}",
+        f"vocab {model.vocab_size}",
+        f"RMSNorm eps {model.rms_norm_eps:g}",
+        f"attention {model.attention}",
+        f"MLP {model.mlp}",
+    ]
+    if model.num_experts:
+        parts.append(f"{model.num_experts} experts, top-{model.experts_per_token}, {model.router_scoring} routing")
+    return f"## Model\n{model.hf_id} ({model.family}): " + ", ".join(parts) + "."
+
+
+def _shape_text(shape: dict[str, int]) -> str:
+    return "(" + ", ".join(f"{k}={v}" for k, v in shape.items()) + ")"
+
+
+def _roofline_section(task: Task, target: HardwareTarget) -> str:
+    roofline = load_reference(task.roofline)
+    lines = ["## Roofline (benchmark shapes)"]
+    for shape in task.timed_shapes:
+        model = roofline(shape, task.dtype, task.params)
+        line = f"- {_shape_text(shape)}: {model.bytes_moved:,} bytes, {model.flops:,} FLOPs"
+        if target.spec is not None and task.needs_gpu:
+            floor_us = model.floor_seconds(target.spec, task.dtype) * 1e6
+            line += f"; no call can beat {floor_us:.2f} us on the {target.spec.product_name}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def task_prompt(
+    task: Task,
+    target: HardwareTarget,
+    output_dir: str = "output",
+    profiling: str | None = None,
+    insights: list[str] | None = None,
+) -> str:
+    """The prompt for one task; ``profiling`` and ``insights`` fill the optional slots."""
+    solution_path = Path(output_dir) / task.id / task.solution_filename
+    fence = "python" if task.language != "hip" else "cpp"
+    reference_source = inspect.getsource(load_reference(task.reference))
+    tol = task.tolerance
+    sections = [
+        f"# Task {task.id}\n{task.description}\nKernel: {task.kernel}; language: {task.language}; "
+        f"difficulty {task.difficulty} of 3.",
+        _hardware_section(target),
+        _model_section(task.architecture),
+        "## What to write\n"
+        f"Write `{solution_path}` defining `{task.entry_point}` with this signature:\n"
+        f"    {task.signature}\n{task.contract.strip()}",
+        "## Shapes and tolerance\n"
+        f"dtype {task.dtype}; an output passes when |out - ref| <= {tol.atol:g} + {tol.rtol:g}*|ref| everywhere "
+        f"and NaN/Inf match the reference.\n"
+        f"Test shapes: {', '.join(_shape_text(s) for s in task.test_shapes)}.\n"
+        f"The grader also checks {len(task.hidden_shapes)} hidden shapes (odd sizes) with fresh random inputs.\n"
+        f"Timed shapes: {', '.join(_shape_text(s) for s in task.timed_shapes)}; parameters: "
+        + ", ".join(f"{k}={v}" for k, v in task.params.items()),
+        _roofline_section(task, target),
+        f"## Baseline (`{task.baseline}`)\n```{fence}\n{task.baseline_source.rstrip()}\n```",
+        f"## Correctness reference ({task.correctness_mode} mode)\n```python\n{reference_source.rstrip()}\n```",
+    ]
+    if profiling:
+        sections.append(f"## Profiling data\n{profiling.strip()}")
+    if insights:
+        sections.append("## Insights from earlier runs\n" + "\n".join(f"- {i}" for i in insights))
+    sections.append(
+        "## Done when\n"
+        f"`{solution_path}` is correct on every shape and faster than the baseline; grade it with "
+        f"`apex grade --task {task.id} --solution {solution_path}` before you stop."
+    )
+    return "\n\n".join(sections) + "\n"
+
+
+class PromptRecord(BaseModel):
+    """One line of ``apex prompt --all``: what an RL framework needs to pose the task."""
+
+    task_id: str
+    model: str
+    kernel: str
+    language: str
+    target_arch: str
+    solution_path: str
+    system: str
+    prompt: str
+
+
+def build_record(task: Task, target: HardwareTarget, output_dir: str = "output") -> PromptRecord:
+    return PromptRecord(
+        task_id=task.id,
+        model=task.model,
+        kernel=task.kernel,
+        language=task.language,
+        target_arch=target.arch,
+        solution_path=str(Path(output_dir) / task.id / task.solution_filename),
+        system=system_prompt(target),
+        prompt=task_prompt(task, target, output_dir),
+    )

@@ -1,0 +1,87 @@
+"""The score formula: the one place that defines it.
+
+score = 20·compiled + 100·correct + speedup_score(S), with S = baseline_time / solution_time and
+speedup points only for solutions that compiled and are correct. The normalized kernel score
+divides by 420 (compiled + correct + a 2× speedup) and is capped at 1; the model-level reward mixes
+it with the end-to-end throughput gain. Every grader, report, leaderboard and reward in Apex calls
+these functions, so the numbers cannot drift apart the way the reference system's did.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, Field
+
+COMPILED_POINTS = 20.0
+CORRECT_POINTS = 100.0
+REFERENCE_MAX_SCORE = 420.0
+"""compiled (20) + correct (100) + the speedup points of a 2× kernel (300)."""
+
+INTEGRATION_THRESHOLD = 1.05
+"""Kernels at or above this speedup are hot-patched into the inference stack."""
+
+KERNEL_WEIGHT = 0.7
+THROUGHPUT_WEIGHT = 0.3
+
+
+def _check_speedup(speedup: float) -> None:
+    if not math.isfinite(speedup) or speedup < 0:
+        raise ValueError(f"speedup must be a finite number >= 0, got {speedup!r}")
+
+
+def speedup_score(speedup: float) -> float:
+    """Points for a speedup S: 100 + 200·(S − 1) at S ≥ 1, else max(0, 100·S − 50)."""
+    _check_speedup(speedup)
+    if speedup >= 1.0:
+        return 100.0 + 200.0 * (speedup - 1.0)
+    return max(0.0, 100.0 * speedup - 50.0)
+
+
+class ScoreBreakdown(BaseModel):
+    """Each term of the kernel score, so reports can show where the points came from."""
+
+    compiled_points: float = Field(ge=0)
+    correct_points: float = Field(ge=0)
+    speedup_points: float = Field(ge=0)
+    total: float = Field(ge=0)
+    normalized: float = Field(ge=0, le=1)
+
+
+def kernel_score(compiled: bool, correct: bool, speedup: float | None) -> ScoreBreakdown:
+    """Score one kernel. ``speedup`` is ignored unless the solution compiled and is correct."""
+    compiled_points = COMPILED_POINTS if compiled else 0.0
+    correct_points = CORRECT_POINTS if correct else 0.0
+    speedup_points = 0.0
+    if compiled and correct and speedup is not None:
+        speedup_points = speedup_score(speedup)
+    total = compiled_points + correct_points + speedup_points
+    return ScoreBreakdown(
+        compiled_points=compiled_points,
+        correct_points=correct_points,
+        speedup_points=speedup_points,
+        total=total,
+        normalized=normalized_score(total),
+    )
+
+
+def normalized_score(score: float) -> float:
+    """min(score / 420, 1)."""
+    if not math.isfinite(score) or score < 0:
+        raise ValueError(f"score must be a finite number >= 0, got {score!r}")
+    return min(score / REFERENCE_MAX_SCORE, 1.0)
+
+
+def model_reward(normalized_kernel_score: float, baseline_tps: float, optimized_tps: float) -> float:
+    """0.7 · normalized kernel score + 0.3 · (optimized_tps / baseline_tps − 1).
+
+    The throughput term is used as the formula states, without clipping: a slower model after
+    patching lowers the reward, which is what an RL signal for integration should do.
+    """
+    if not 0.0 <= normalized_kernel_score <= 1.0:
+        raise ValueError(f"normalized kernel score must lie in [0, 1], got {normalized_kernel_score!r}")
+    if not (math.isfinite(baseline_tps) and baseline_tps > 0):
+        raise ValueError(f"baseline throughput must be a positive number, got {baseline_tps!r}")
+    if not (math.isfinite(optimized_tps) and optimized_tps >= 0):
+        raise ValueError(f"optimized throughput must be a number >= 0, got {optimized_tps!r}")
+    return KERNEL_WEIGHT * normalized_kernel_score + THROUGHPUT_WEIGHT * (optimized_tps / baseline_tps - 1.0)

@@ -1,0 +1,156 @@
+"""The task format: everything the grader, the prompt and the agent need to know about one task.
+
+A task is data (a TOML file in ``definitions/``) that names code in a kernel family by
+``module:function`` references. Values written ``"@field"`` are read from the task's model config
+(``"@hidden_size"``), so shapes follow the registry rather than being copied into every task.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from apex_core.models import ModelConfig, get_model
+
+KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
+
+Language = Literal["triton", "hip", "python"]
+ArrayLibrary = Literal["torch", "numpy"]
+CorrectnessMode = Literal["pytorch", "library_test"]
+Shape = dict[str, int]
+
+
+class Tolerance(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    atol: float = Field(ge=0)
+    rtol: float = Field(ge=0)
+
+
+class LibraryKernel(BaseModel):
+    """The installed library function a task's kernel stands for (what a winner hot-patches)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    package: str
+    module: str
+    function: str
+
+
+class Task(BaseModel):
+    """One optimization task: a kernel of a model, with its baseline, reference and shapes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    model: str
+    kernel: str
+    language: Language
+    array_library: ArrayLibrary
+    description: str
+    entry_point: str
+    signature: str
+    contract: str
+    baseline: str
+    """Path of the baseline source, relative to ``apex_core/kernels``."""
+    reference: str
+    inputs: str
+    roofline: str
+    dtype: str
+    difficulty: int = Field(ge=1, le=3)
+    correctness_mode: CorrectnessMode
+    params: dict[str, float | int | str] = Field(default_factory=dict)
+    tolerances: dict[str, Tolerance]
+    test_shapes: list[Shape] = Field(min_length=1)
+    hidden_shapes: list[Shape] = Field(default_factory=list)
+    benchmark_shapes: list[Shape] = Field(default_factory=list)
+    library: LibraryKernel | None = None
+    library_test_command: list[str] | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _id_format(cls, value: str) -> str:
+        model, sep, kernel = value.partition("__")
+        if not sep or not model or not kernel or "__" in kernel:
+            raise ValueError(f"task id {value!r} must be '<model-slug>__<kernel>'")
+        return value
+
+    @field_validator("reference", "inputs", "roofline")
+    @classmethod
+    def _is_code_reference(cls, value: str) -> str:
+        module, sep, function = value.partition(":")
+        if not sep or not module or not function:
+            raise ValueError(f"{value!r} must be 'package.module:function'")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Task:
+        model_part, _, kernel_part = self.id.partition("__")
+        if model_part != self.model or kernel_part != self.kernel:
+            raise ValueError(f"id {self.id!r} must be '{self.model}__{self.kernel}' (model '__' kernel)")
+        if self.dtype not in self.tolerances:
+            raise ValueError(f"no tolerance for the task's dtype {self.dtype!r}")
+        if self.correctness_mode == "library_test" and not self.library_test_command:
+            raise ValueError("correctness_mode 'library_test' needs library_test_command")
+        if self.language == "python" and self.array_library != "numpy":
+            raise ValueError("a 'python' task is a CPU task over NumPy arrays")
+        if not (KERNELS_DIR / self.baseline).is_file():
+            raise ValueError(f"baseline file {self.baseline!r} not found under apex_core/kernels")
+        return self
+
+    # --- derived facts ---------------------------------------------------------------------
+
+    @property
+    def architecture(self) -> ModelConfig:
+        """The model config this task is shaped by."""
+        return get_model(self.model)
+
+    @property
+    def solution_filename(self) -> str:
+        return "solution.hip" if self.language == "hip" else "solution.py"
+
+    @property
+    def baseline_path(self) -> Path:
+        return KERNELS_DIR / self.baseline
+
+    @property
+    def baseline_source(self) -> str:
+        return self.baseline_path.read_text(encoding="utf-8")
+
+    @property
+    def timed_shapes(self) -> list[Shape]:
+        return self.benchmark_shapes or self.test_shapes
+
+    @property
+    def tolerance(self) -> Tolerance:
+        return self.tolerances[self.dtype]
+
+    @property
+    def needs_gpu(self) -> bool:
+        return self.language in ("triton", "hip")
+
+    def content_hash(self) -> str:
+        """Hash of the definition and every file it draws on, for provenance and caching."""
+        digest = hashlib.sha256(json.dumps(self.model_dump(), sort_keys=True).encode())
+        digest.update(self.baseline_source.encode())
+        for ref in (self.reference, self.inputs, self.roofline):
+            module = importlib.import_module(ref.partition(":")[0])
+            if module.__file__:
+                digest.update(Path(module.__file__).read_bytes())
+        return digest.hexdigest()
+
+
+def load_reference(ref: str) -> Callable[..., Any]:
+    """Import the function a ``module:function`` reference names."""
+    module_name, _, function_name = ref.partition(":")
+    module = importlib.import_module(module_name)
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise ValueError(f"{ref!r}: module {module_name!r} has no function {function_name!r}")
+    return function

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# One-command set-up for Apex: a virtual environment in .venv with the package, its dependencies
+# and the right PyTorch build for this machine, plus the agent CLIs wired to the project.
+#
+#   bash setup.sh                     ask which agent CLIs to wire
+#   bash setup.sh --non-interactive   detect the installed CLIs and accept every default
+#   bash setup.sh --cli claude,codex  wire exactly these (claude, codex, cursor, all, none)
+#   bash setup.sh --skip-downloads    skip the optional large downloads (ROCm sources, PDFs)
+#   bash setup.sh --venv PATH         use another virtual environment
+#
+# A second run with nothing changed only checks the environment and exits in seconds.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$ROOT"
+
+VENV="$ROOT/.venv"
+INTERACTIVE=1
+SKIP_DOWNLOADS=0
+CLIS=""
+QUIET=0
+
+usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
+die() { echo "setup.sh: $*" >&2; exit 2; }
+say() { [ "$QUIET" = 1 ] || echo "$@"; }
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --non-interactive) INTERACTIVE=0 ;;
+    --skip-downloads) SKIP_DOWNLOADS=1 ;;
+    --quiet) QUIET=1 ;;
+    --cli) [ $# -ge 2 ] || die "--cli needs a value: claude, codex, cursor, all or none (comma-separated)"; CLIS="$2"; shift ;;
+    --cli=*) CLIS="${1#--cli=}" ;;
+    --venv) [ $# -ge 2 ] || die "--venv needs a path"; VENV="$2"; shift ;;
+    --venv=*) VENV="${1#--venv=}" ;;
+    -h|--help) usage; exit 0 ;;
+    *) die "unknown option '$1'; expected --non-interactive, --skip-downloads, --cli LIST, --venv PATH or --help" ;;
+  esac
+  shift
+done
+[ -t 0 ] || INTERACTIVE=0
+
+# --- which agent CLIs to wire ------------------------------------------------------------------
+detect_clis() {
+  local found=()
+  command -v claude >/dev/null 2>&1 && found+=(claude)
+  command -v codex >/dev/null 2>&1 && found+=(codex)
+  { command -v cursor-agent >/dev/null 2>&1 || command -v agent >/dev/null 2>&1; } && found+=(cursor)
+  local IFS=,; echo "${found[*]:-none}"
+}
+if [ -z "$CLIS" ]; then
+  DETECTED="$(detect_clis)"
+  if [ "$INTERACTIVE" = 1 ]; then
+    read -r -p "Which agent CLIs should Apex wire? [claude, codex, cursor, all, none] (detected: $DETECTED): " ANSWER
+    CLIS="${ANSWER:-$DETECTED}"
+  else
+    CLIS="$DETECTED"
+  fi
+fi
+CLIS="$(echo "$CLIS" | tr 'A-Z ' 'a-z,' | sed 's/,,*/,/g; s/^,//; s/,$//')"
+[ "$CLIS" = all ] && CLIS="claude,codex,cursor"
+IFS=, read -r -a CLI_LIST <<< "$CLIS"
+for cli in "${CLI_LIST[@]}"; do
+  case "$cli" in claude|codex|cursor|none) ;; *) die "unknown agent CLI '$cli'; choose from claude, codex, cursor, all, none" ;; esac
+done
+
+# --- python and the virtual environment -------------------------------------------------------
+PYTHON="${PYTHON:-}"
+if [ -z "$PYTHON" ]; then
+  for candidate in python3.12 python3.11 python3.10 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+      PYTHON="$candidate"; break
+    fi
+  done
+fi
+[ -n "$PYTHON" ] || die "Python 3.10 or newer is required; install it (e.g. apt-get install python3 python3-venv) and run again"
+
+if [ ! -x "$VENV/bin/python" ]; then
+  say "==> creating $VENV with $("$PYTHON" --version)"
+  "$PYTHON" -m venv "$VENV" || die "could not create $VENV; on Debian/Ubuntu install python3-venv"
+fi
+VPY="$VENV/bin/python"
+PIP=("$VPY" -m pip --disable-pip-version-check)
+[ "$QUIET" = 1 ] && PIP+=(-q)
+
+# The stamp records what was installed; with it unchanged and the imports working, nothing is redone.
+STAMP_FILE="$VENV/.apex-setup-stamp"
+STAMP="$(cat pyproject.toml setup.sh | sha256sum | cut -c1-16)"
+if [ -f "$STAMP_FILE" ] && [ "$(cat "$STAMP_FILE")" = "$STAMP" ] \
+   && "$VPY" -c 'import apex_core, torch, numpy, pydantic, fastmcp, mcp, typer' >/dev/null 2>&1; then
+  say "==> $VENV is up to date"
+else
+  # --- torch: ROCm build where ROCm is present, otherwise what this machine's pip resolves -----
+  HAS_ROCM=0
+  if command -v rocminfo >/dev/null 2>&1 || [ -f /opt/rocm/.info/version ]; then HAS_ROCM=1; fi
+  if "$VPY" -c 'import torch, sys; v = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]); sys.exit(not (2, 4) <= v < (3, 0))' >/dev/null 2>&1; then
+    say "==> keeping torch $("$VPY" -c 'import torch; print(torch.__version__)')"
+  elif [ "$HAS_ROCM" = 1 ]; then
+    # Not exercised on our machines (no ROCm there): follows PyTorch's documented ROCm wheel index.
+    ROCM_SERIES="${APEX_ROCM_SERIES:-$(cut -d. -f1,2 /opt/rocm/.info/version 2>/dev/null || echo 7.2)}"
+    say "==> installing torch for ROCm $ROCM_SERIES"
+    "${PIP[@]}" install torch --index-url "https://download.pytorch.org/whl/rocm$ROCM_SERIES"
+  else
+    TORCH_SPEC="torch==${APEX_TORCH_VERSION:-2.13.0}"
+    say "==> installing $TORCH_SPEC"
+    "${PIP[@]}" install "$TORCH_SPEC" || "${PIP[@]}" install 'torch>=2.4,<3'
+  fi
+
+  # --- the package and the rest of its dependencies -------------------------------------------
+  EXTRAS="dev"
+  # The ROCm torch brings its own Triton (pytorch-triton-rocm); PyPI's triton would replace it.
+  "$VPY" -c 'import torch, sys; sys.exit(not getattr(torch.version, "hip", None))' >/dev/null 2>&1 || EXTRAS="dev,triton"
+  say "==> installing apex-kernels[$EXTRAS]"
+  "${PIP[@]}" install -e ".[$EXTRAS]"
+  "$VPY" -c 'import apex_core, torch, numpy, pydantic, fastmcp, mcp, typer' \
+    || die "the environment in $VENV does not import; see the pip output above"
+  echo "$STAMP" > "$STAMP_FILE"
+fi
+
+# --- optional downloads ------------------------------------------------------------------------
+if [ "$SKIP_DOWNLOADS" = 1 ]; then
+  say "==> skipping optional downloads (--skip-downloads)"
+else
+  say "==> optional downloads: none are defined in this version (ROCm source trees and PDFs come with the source explorer)"
+fi
+
+# --- agent CLIs ----------------------------------------------------------------------------------
+for cli in "${CLI_LIST[@]}"; do
+  case "$cli" in
+    none) ;;
+    *) say "==> wiring $cli"; "$VENV/bin/apex" mcp install --client "$cli" ;;
+  esac
+done
+
+say "==> ready: source $VENV/bin/activate, then try 'apex tasks list' or 'apex eval --dry-run'"
