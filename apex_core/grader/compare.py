@@ -55,7 +55,8 @@ def compare_outputs(output: Any, reference: Any, tolerance: Tolerance) -> Compar
             message=f"NaN/Inf at {index} does not match the reference ({out[tuple(index)]} vs {ref[tuple(index)]})",
         )
     finite = np.isfinite(ref)
-    error = np.where(finite, np.abs(out - ref), 0.0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        error = np.where(finite, np.abs(out - ref), 0.0)
     allowed = tolerance.atol + tolerance.rtol * np.abs(ref)
     worst = int(np.argmax(error))
     index = [int(i) for i in np.unravel_index(worst, out.shape)]

@@ -33,7 +33,7 @@ def definition_dirs() -> list[Path]:
     return [DEFINITIONS_DIR, *extra]
 
 
-def _resolve_model_refs(value: Any, model: ModelConfig, where: str) -> Any:
+def _resolve_model_refs(value: Any, model: ModelConfig, path: Path, where: str = "") -> Any:
     """Replace "@field" strings by the model's value of that field."""
     if isinstance(value, str) and value.startswith("@"):
         field = value[1:]
@@ -41,11 +41,11 @@ def _resolve_model_refs(value: Any, model: ModelConfig, where: str) -> Any:
             return getattr(model, field)
         if field in model.extra:
             return model.extra[field]
-        raise TaskDefinitionError(f"{where}: {value!r} names no field of model {model.slug!r}")
+        raise TaskDefinitionError(f"task definition {path}: {where}: {value!r} names no field of model {model.slug!r}")
     if isinstance(value, dict):
-        return {k: _resolve_model_refs(v, model, f"{where}.{k}") for k, v in value.items()}
+        return {k: _resolve_model_refs(v, model, path, f"{where}.{k}".lstrip(".")) for k, v in value.items()}
     if isinstance(value, list):
-        return [_resolve_model_refs(v, model, where) for v in value]
+        return [_resolve_model_refs(v, model, path, f"{where}[{i}]") for i, v in enumerate(value)]
     return value
 
 
@@ -70,7 +70,7 @@ def load_task_file(path: Path) -> Task:
         model = get_model(model_name)
     except UnknownNameError as exc:
         raise TaskDefinitionError(f"task definition {path}: {exc}") from None
-    resolved = _resolve_model_refs(raw, model, path.name)
+    resolved = _resolve_model_refs(raw, model, path)
     if resolved.get("model") != model.slug:
         resolved["model"] = model.slug
     try:

@@ -100,6 +100,11 @@ class Task(BaseModel):
             raise ValueError("correctness_mode 'library_test' needs library_test_command")
         if self.language == "python" and self.array_library != "numpy":
             raise ValueError("a 'python' task is a CPU task over NumPy arrays")
+        dims = set(self.test_shapes[0])
+        for name in ("test_shapes", "hidden_shapes", "benchmark_shapes"):
+            for i, shape in enumerate(getattr(self, name)):
+                if set(shape) != dims:
+                    raise ValueError(f"{name}[{i}] has dimensions {sorted(shape)}, expected {sorted(dims)}")
         if not (KERNELS_DIR / self.baseline).is_file():
             raise ValueError(f"baseline file {self.baseline!r} not found under apex_core/kernels")
         return self

@@ -1,0 +1,129 @@
+"""The minimal grader against honest, broken and misbehaving solutions of the CPU task."""
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from apex_core.errors import SolutionFileError
+from apex_core.grader.judge import GradeOptions, grade
+from apex_core.grader.result import Outcome
+from apex_core.tasks import get_task
+
+CANNED = Path(__file__).resolve().parents[3] / "apex_core" / "agents" / "canned" / "cpu-mini__rms_norm.py"
+FAST = GradeOptions(time_budget_s=0.5, timeout_s=20)
+
+
+@pytest.fixture
+def task():
+    return get_task("cpu-mini__rms_norm")
+
+
+def write(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "solution.py"
+    path.write_text("import numpy as np\nimport os, signal, time\n\n" + textwrap.dedent(body))
+    return path
+
+
+def test_an_honest_vectorized_solution_is_correct_and_faster(task):
+    result = grade(task, CANNED, FAST)
+    assert result.outcome is Outcome.ok
+    assert result.compiled and result.correct
+    assert result.measured_speedup > 5 and result.speedup == result.measured_speedup
+    assert result.speedup_ci95[0] > 1.0
+    assert len(result.checks) == (len(task.test_shapes) + len(task.hidden_shapes)) * FAST.seeds_per_shape
+    assert result.score.total > 120 and result.score.normalized == 1.0
+    timing = result.timings[0]
+    assert len(timing.baseline_samples_ns) >= FAST.min_samples and len(timing.solution_samples_ns) >= FAST.min_samples
+
+
+def test_the_baseline_against_itself_is_credited_as_no_speedup(task):
+    result = grade(task, task.baseline_path, GradeOptions(time_budget_s=1.0, timeout_s=20))
+    assert result.correct
+    assert 0.7 < result.measured_speedup < 1.4
+    if result.speedup_ci95[0] <= 1.0 <= result.speedup_ci95[1]:
+        assert result.speedup == 1.0
+
+
+@pytest.mark.parametrize(
+    ("body", "outcome", "reason"),
+    [
+        ("def rms_norm(x, weight, eps)\n    return x\n", Outcome.compile_error, "SyntaxError at solution.py, line 4"),
+        ("def normalize(x, weight, eps):\n    return x\n", Outcome.compile_error, "defines no callable 'rms_norm'"),
+        ("raise ImportError('no triton here')\n", Outcome.compile_error, "ImportError: no triton here"),
+        ("def rms_norm(x, weight, eps):\n    return undefined_name\n", Outcome.runtime_error, "line 5"),
+        ("def rms_norm(x, weight, eps):\n    return x.copy()\n", Outcome.wrong_answer, "outside atol"),
+        ("def rms_norm(x, weight, eps):\n    return x.tolist()\n", Outcome.wrong_answer, "returned builtins.list"),
+        ("def rms_norm(x, weight, eps):\n    return x.astype(np.float64)\n", Outcome.wrong_answer, "dtype float64"),
+        ("def rms_norm(x, weight, eps):\n    return x[:, :1].copy()\n", Outcome.wrong_answer, "shape"),
+        ("def rms_norm(x, weight, eps):\n    return np.full_like(x, np.nan)\n", Outcome.wrong_answer, "NaN/Inf"),
+        (
+            "def rms_norm(x, weight, eps):\n"
+            "    out = x / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + eps).astype(np.float32) * weight\n"
+            "    x[...] = 0\n"
+            "    return out.astype(np.float32)\n",
+            Outcome.wrong_answer,
+            "modified its inputs",
+        ),
+        ("def rms_norm(x, weight, eps):\n    os._exit(3)\n", Outcome.crash, "exit code 3"),
+        ("def rms_norm(x, weight, eps):\n    os.kill(os.getpid(), signal.SIGKILL)\n", Outcome.crash, "signal 9"),
+    ],
+)
+def test_broken_solutions_get_the_right_outcome_and_a_readable_reason(task, tmp_path, body, outcome, reason):
+    result = grade(task, write(tmp_path, body), FAST)
+    assert result.outcome is outcome
+    assert reason in result.reason
+    assert not result.correct and result.speedup is None
+    assert result.score.speedup_points == 0
+
+
+def test_a_solution_that_hangs_is_stopped_by_the_timeout(task, tmp_path):
+    path = write(tmp_path, "def rms_norm(x, weight, eps):\n    while True:\n        pass\n")
+    result = grade(task, path, GradeOptions(timeout_s=2, time_budget_s=0.5))
+    assert result.outcome is Outcome.timeout
+    assert result.elapsed_s < 30
+
+
+def test_a_solution_correct_only_on_the_visible_shapes_fails_on_a_hidden_one(task, tmp_path):
+    body = (
+        "def rms_norm(x, weight, eps):\n"
+        "    if x.shape[1] % 64:\n"
+        "        return np.zeros_like(x)\n"
+        "    ms = (x.astype(np.float64) ** 2).mean(-1, keepdims=True)\n"
+        "    return (x / np.sqrt(ms + eps) * weight).astype(np.float32)\n"
+    )
+    result = grade(task, write(tmp_path, body), FAST)
+    assert result.outcome is Outcome.wrong_answer
+    assert result.reason.startswith("hidden shape")
+    assert any(c.hidden and not c.passed for c in result.checks)
+
+
+def test_the_solution_never_runs_in_the_judges_process(task, tmp_path):
+    marker = tmp_path / "imported-by"
+    body = f"open({str(marker)!r}, 'w').write(str(os.getpid()))\n" + CANNED.read_text()
+    grade(task, write(tmp_path, body), GradeOptions(timing=False))
+    assert int(marker.read_text()) != __import__("os").getpid()
+
+
+@pytest.mark.parametrize(
+    ("make", "complaint"),
+    [
+        (lambda p: p / "absent.py", "does not exist"),
+        (lambda p: p, "is not a file"),
+        (lambda p: (p / "solution.txt").write_text("x") and p / "solution.txt", "must be a .py file"),
+    ],
+)
+def test_an_unusable_solution_path_is_a_user_error(task, tmp_path, make, complaint):
+    with pytest.raises(SolutionFileError, match=complaint):
+        grade(task, make(tmp_path))
+
+
+def test_the_triton_baseline_is_graded_correct_in_the_cpu_interpreter_without_timing():
+    task = get_task("llama-3-1-8b-instruct__rms_norm")
+    small = task.model_copy(
+        update={"test_shapes": [{"tokens": 2, "hidden": 4096}], "hidden_shapes": [{"tokens": 3, "hidden": 4096}]}
+    )
+    result = grade(small, task.baseline_path, GradeOptions(device="cpu", timeout_s=120))
+    assert result.outcome is Outcome.ok and result.correct
+    assert result.speedup is None and any(f.startswith("not_timed") for f in result.flags)
+    assert result.score.total == 120

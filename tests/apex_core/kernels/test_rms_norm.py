@@ -1,0 +1,85 @@
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from apex_core.kernels import rms_norm
+from apex_core.kernels.roofline import dtype_bytes
+from apex_core.tasks import get_task
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_numpy_and_torch_references_agree():
+    x, w, eps = rms_norm.make_inputs_numpy({"rows": 5, "hidden": 96}, "float32", seed=3, device="cpu", params={"eps": 1e-6})
+    expected = rms_norm.reference_numpy(x, w, eps)
+    got = rms_norm.reference_torch(torch.from_numpy(x), torch.from_numpy(w), eps).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_inputs_are_reproducible_from_the_seed_and_differ_across_seeds():
+    first = rms_norm.make_inputs_torch({"tokens": 3, "hidden": 64}, "bfloat16", 7, "cpu", {"eps": 1e-5})
+    again = rms_norm.make_inputs_torch({"tokens": 3, "hidden": 64}, "bfloat16", 7, "cpu", {"eps": 1e-5})
+    other = rms_norm.make_inputs_torch({"tokens": 3, "hidden": 64}, "bfloat16", 8, "cpu", {"eps": 1e-5})
+    assert torch.equal(first[0], again[0]) and not torch.equal(first[0], other[0])
+    assert first[0].dtype == torch.bfloat16 and first[1].shape == (64,)
+
+
+def test_the_python_baseline_matches_the_reference():
+    task = get_task("cpu-mini__rms_norm")
+    namespace: dict = {}
+    exec(compile(task.baseline_source, str(task.baseline_path), "exec"), namespace)
+    x, w, eps = rms_norm.make_inputs_numpy({"rows": 3, "hidden": 100}, "float32", 1, "cpu", {"eps": 1e-6})
+    np.testing.assert_allclose(namespace["rms_norm"](x, w, eps), rms_norm.reference_numpy(x, w, eps), rtol=1e-5, atol=1e-5)
+
+
+def test_the_roofline_counts_one_read_and_one_write_of_the_rows():
+    model = rms_norm.roofline({"tokens": 8192, "hidden": 4096}, "bfloat16", {})
+    assert model.bytes_moved == (2 * 8192 * 4096 + 4096) * dtype_bytes("bfloat16")
+    assert model.flops == 4 * 8192 * 4096
+
+
+_TRITON_CHECK = textwrap.dedent(
+    """
+    import importlib.util, sys, torch
+    from apex_core.kernels import rms_norm
+    spec = importlib.util.spec_from_file_location("baseline", sys.argv[1])
+    module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
+    worst = 0.0
+    for tokens, hidden in [(1, 4096), (3, 4096), (5, 1000), (2, 7)]:
+        x, w, eps = rms_norm.make_inputs_torch({"tokens": tokens, "hidden": hidden}, "bfloat16", tokens, "cpu", {"eps": 1e-5})
+        got = module.rms_norm(x, w, eps)
+        ref = rms_norm.reference_torch(x, w, eps)
+        assert got.dtype == torch.bfloat16 and got.shape == x.shape
+        torch.testing.assert_close(got, ref, atol=1e-2, rtol=1.6e-2)
+        worst = max(worst, (got.float() - ref.float()).abs().max().item())
+    print("max error", worst)
+    """
+)
+
+
+def test_the_triton_baseline_is_correct_under_the_cpu_interpreter():
+    task = get_task("llama-3-1-8b-instruct__rms_norm")
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", _TRITON_CHECK, str(task.baseline_path)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "max error" in done.stdout
+
+
+@pytest.mark.gpu
+def test_the_triton_baseline_is_correct_on_the_gpu():
+    task = get_task("llama-3-1-8b-instruct__rms_norm")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env.pop("TRITON_INTERPRET", None)
+    done = subprocess.run(
+        [sys.executable, "-c", _TRITON_CHECK.replace('"cpu"', '"cuda"'), str(task.baseline_path)],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -1,0 +1,95 @@
+import shutil
+from pathlib import Path
+
+import pytest
+
+from apex_core.errors import TaskDefinitionError, UnknownNameError
+from apex_core.tasks import all_tasks, find_tasks, get_task
+from apex_core.tasks.catalog import DEFINITIONS_DIR, TASK_DIRS_ENV, load_task_file
+
+
+def test_both_foundation_tasks_are_shipped():
+    assert {"cpu-mini__rms_norm", "llama-3-1-8b-instruct__rms_norm"} <= set(all_tasks())
+
+
+def test_model_references_are_resolved_from_the_registry():
+    task = get_task("llama-3-1-8b-instruct__rms_norm")
+    assert all(shape["hidden"] == 4096 for shape in task.test_shapes)
+    assert task.params["eps"] == 1e-5
+    assert task.architecture.hf_id == "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def test_the_cpu_task_is_python_over_numpy_and_the_llama_task_is_triton_in_bf16():
+    cpu = get_task("cpu-mini__rms_norm")
+    assert (cpu.language, cpu.array_library, cpu.dtype, cpu.entry_point) == ("python", "numpy", "float32", "rms_norm")
+    llama = get_task("llama-3-1-8b-instruct__rms_norm")
+    assert (llama.language, llama.array_library, llama.dtype) == ("triton", "torch", "bfloat16")
+    assert llama.solution_filename == "solution.py"
+
+
+def test_filters_by_model_and_kernel():
+    assert [t.id for t in find_tasks(model="meta-llama/Llama-3.1-8B-Instruct")] == ["llama-3-1-8b-instruct__rms_norm"]
+    assert len(find_tasks(kernel="rms_norm")) >= 2
+    with pytest.raises(UnknownNameError):
+        find_tasks(kernel="rmsnorm")
+
+
+def test_an_unknown_task_id_suggests_the_nearest():
+    with pytest.raises(UnknownNameError, match="cpu-mini__rms_norm"):
+        get_task("cpu-mini__rmsnorm")
+
+
+def test_the_content_hash_changes_with_the_definition():
+    task = get_task("cpu-mini__rms_norm")
+    changed = task.model_copy(update={"difficulty": 2})
+    assert task.content_hash() != changed.content_hash()
+
+
+def _copy_definition(tmp_path: Path, name: str = "cpu-mini__rms_norm") -> Path:
+    target = tmp_path / f"{name}.toml"
+    shutil.copyfile(DEFINITIONS_DIR / "cpu-mini__rms_norm.toml", target)
+    return target
+
+
+@pytest.mark.parametrize(
+    ("edit", "complaint"),
+    [
+        (lambda s: s.replace('difficulty = 1', 'difficulty = 7'), "difficulty"),
+        (lambda s: s.replace('language = "python"', 'language = "cobol"'), "language"),
+        (lambda s: s.replace('model = "cpu-mini"', 'model = "no-such-model"'), "unknown model"),
+        (lambda s: s.replace('hidden = "@hidden_size"', 'hidden = "@hidden_sise"'), "names no field"),
+        (lambda s: s.replace('reference_numpy', 'reference_missing'), "no function"),
+        (lambda s: s.replace('baseline_python.py', 'nowhere.py'), "not found"),
+        (lambda s: s.replace('[tolerances]\nfloat32', '[tolerances]\nfloat64'), "no tolerance"),
+        (lambda s: "unexpected_key = 1\n" + s, "unexpected_key"),
+        (lambda s: s + "\nbatch = 2\n", "expected ['hidden', 'rows']"),
+        (lambda s: s.replace('id = "cpu-mini__rms_norm"', 'id = "cpu-mini-rms_norm"'), "'<model-slug>__<kernel>'"),
+        (lambda s: s.replace('[params]', '[params'), "not valid TOML"),
+    ],
+)
+def test_a_malformed_definition_is_one_clear_error_naming_the_file(tmp_path, edit, complaint):
+    path = _copy_definition(tmp_path)
+    path.write_text(edit(path.read_text()))
+    with pytest.raises(TaskDefinitionError) as caught:
+        load_task_file(path)
+    message = str(caught.value)
+    assert complaint in message and str(path) in message and "\n" not in message
+
+
+def test_a_definition_whose_file_name_differs_from_its_id_is_refused(tmp_path):
+    path = _copy_definition(tmp_path, "other__rms_norm")
+    with pytest.raises(TaskDefinitionError, match="file name must be 'cpu-mini__rms_norm.toml'"):
+        load_task_file(path)
+
+
+def test_user_task_directories_join_the_catalogue_and_duplicates_are_refused(tmp_path, monkeypatch):
+    _copy_definition(tmp_path)
+    monkeypatch.setenv(TASK_DIRS_ENV, str(tmp_path))
+    with pytest.raises(TaskDefinitionError, match="defined twice"):
+        all_tasks()
+
+
+def test_a_missing_user_task_directory_is_reported(tmp_path, monkeypatch):
+    monkeypatch.setenv(TASK_DIRS_ENV, str(tmp_path / "absent"))
+    with pytest.raises(TaskDefinitionError, match="does not exist"):
+        all_tasks()
