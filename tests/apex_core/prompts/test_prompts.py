@@ -1,0 +1,91 @@
+import json
+
+import pytest
+
+from apex_core import mcp_registry
+from apex_core.cli.main import app
+from apex_core.hardware.detect import DetectedDevice
+from apex_core.hardware.target import resolve_target
+from apex_core.mcp_registry import ServerSpec, ToolSummary
+from apex_core.prompts import CLI_COMMANDS, build_record, system_prompt, task_prompt
+from apex_core.tasks import get_task
+
+CPU = DetectedDevice(vendor="cpu", product_name="test CPU")
+
+
+@pytest.fixture
+def target():
+    return resolve_target(detected=CPU)
+
+
+def _registered_commands() -> set[str]:
+    import typer.main
+
+    root = typer.main.get_command(app)
+    names = set()
+    for name, command in root.commands.items():
+        names.add(f"apex {name}")
+        for sub in getattr(command, "commands", {}):
+            names.add(f"apex {name} {sub}")
+    return names
+
+
+def test_every_cli_command_the_prompts_name_exists():
+    registered = _registered_commands()
+    for command in CLI_COMMANDS:
+        words = [w for w in command.split() if not w.isupper() and not w.startswith("-")]
+        assert " ".join(words) in registered, command
+
+
+def test_the_system_prompt_lists_no_mcp_tool_while_none_is_registered(target):
+    text = system_prompt(target)
+    assert "mcp__" not in text
+    assert "No MCP servers are registered" in text
+    for command in CLI_COMMANDS:
+        assert command in text
+
+
+def test_registered_tools_appear_under_their_host_names(target, monkeypatch):
+    fake = ServerSpec(name="apex-grader", module="servers.grader", description="d",
+                      tools=(ToolSummary(name="grade_solution", when_to_use="grade one solution"),))
+    monkeypatch.setattr(mcp_registry, "SERVERS", (fake,))
+    assert "`mcp__apex-grader__grade_solution`: grade one solution" in system_prompt(target)
+
+
+def test_the_task_prompt_carries_hardware_model_contract_and_baseline(target):
+    task = get_task("llama-3-1-8b-instruct__rms_norm")
+    text = task_prompt(task, target)
+    assert "AMD Instinct MI355X (gfx950, CDNA4): 256 CUs" in text
+    assert "8 TB/s" in text and "160 KiB LDS" in text
+    assert "hidden 4096, 32 attention heads (8 KV heads" in text
+    assert "Write `output/llama-3-1-8b-instruct__rms_norm/solution.py`" in text
+    assert task.signature in text
+    assert "_rms_norm_row_kernel" in text  # baseline inline
+    assert "def reference_torch" in text  # reference inline
+    assert "no call can beat" in text
+
+
+def test_hidden_shapes_are_counted_but_not_shown(target):
+    task = get_task("llama-3-1-8b-instruct__rms_norm")
+    text = task_prompt(task, target)
+    assert f"also checks {len(task.hidden_shapes)} hidden shapes" in text
+    for shape in task.hidden_shapes:
+        assert f"tokens={shape['tokens']}," not in text
+
+
+def test_profiling_and_insight_slots_appear_only_when_filled(target):
+    task = get_task("cpu-mini__rms_norm")
+    plain = task_prompt(task, target)
+    assert "## Profiling data" not in plain and "## Insights" not in plain
+    filled = task_prompt(task, target, profiling="rms_norm: 12% of GPU time, memory-bound",
+                         insights=["one row per program underuses the CUs at small token counts"])
+    assert "## Profiling data\nrms_norm: 12% of GPU time" in filled
+    assert "- one row per program underuses" in filled
+
+
+def test_a_prompt_record_is_one_json_object_with_everything_to_pose_the_task(target):
+    record = build_record(get_task("cpu-mini__rms_norm"), target)
+    data = json.loads(record.model_dump_json())
+    assert data["solution_path"] == "output/cpu-mini__rms_norm/solution.py"
+    assert data["target_arch"] == "gfx950"
+    assert data["system"].startswith("You are a GPU kernel engineer")

@@ -1,0 +1,111 @@
+"""The `apex` command line as a user runs it, bad input included."""
+
+import json
+import shutil
+
+import pytest
+
+from apex_core.tasks.catalog import DEFINITIONS_DIR
+
+
+def _one_line_error(done) -> str:
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert lines[0].startswith("apex: error: ")
+    return lines[0]
+
+
+def test_tasks_list_as_json(apex_cli):
+    done = apex_cli("tasks", "list", "--json")
+    assert done.returncode == 0
+    ids = {row["id"] for row in json.loads(done.stdout)}
+    assert {"cpu-mini__rms_norm", "llama-3-1-8b-instruct__rms_norm"} <= ids
+
+
+def test_tasks_list_filters_and_shows_a_table(apex_cli):
+    done = apex_cli("tasks", "list", "--model", "meta-llama/Llama-3.1-8B-Instruct")
+    assert done.returncode == 0 and "llama-3-1-8b-instruct__rms_norm" in done.stdout and "cpu-mini" not in done.stdout
+
+
+def test_tasks_show(apex_cli):
+    done = apex_cli("tasks", "show", "llama-3-1-8b-instruct__rms_norm")
+    assert done.returncode == 0
+    assert "rms_norm(x: torch.Tensor" in done.stdout and "output/llama-3-1-8b-instruct__rms_norm/solution.py" in done.stdout
+
+
+def test_prompt_for_one_task(apex_cli):
+    done = apex_cli("prompt", "--task-id", "llama-3-1-8b-instruct__rms_norm")
+    assert done.returncode == 0
+    assert done.stdout.startswith("You are a GPU kernel engineer")
+    assert "# Task llama-3-1-8b-instruct__rms_norm" in done.stdout
+
+
+def test_prompt_list_and_all(apex_cli):
+    ids = apex_cli("prompt", "--list").stdout.split()
+    lines = apex_cli("prompt", "--all").stdout.splitlines()
+    assert len(lines) == len(ids) >= 2
+    assert [json.loads(line)["task_id"] for line in lines] == sorted(ids)
+
+
+def test_hardware_json_defaults_to_gfx950_without_a_gpu_and_honours_an_override(apex_cli):
+    data = json.loads(apex_cli("hardware", "--json").stdout)
+    if data["detected"]["vendor"] == "cpu":
+        assert data["target"]["origin"] == "default" and data["target"]["arch"] == "gfx950"
+        assert data["target"]["spec"]["hbm_bandwidth_tbs"] == 8.0
+    override = json.loads(apex_cli("hardware", "--json", "--gpu", "h100").stdout)
+    assert override["target"]["arch"] == "sm_90" and override["target"]["origin"] == "override"
+
+
+def test_eval_dry_run_prints_a_score_report(apex_cli, tmp_path):
+    done = apex_cli("eval", "--dry-run", "--output-dir", str(tmp_path / "output"))
+    assert done.returncode == 0, done.stderr
+    assert "Score report: cpu-mini__rms_norm" in done.stdout
+    assert "ok" in done.stdout and "normalized" in done.stdout
+    assert (tmp_path / "output" / "cpu-mini__rms_norm" / "grade_result.json").is_file()
+
+
+def test_grade_prints_json_and_exits_zero_whatever_the_verdict(apex_cli, tmp_path):
+    wrong = tmp_path / "solution.py"
+    wrong.write_text("def rms_norm(x, weight, eps):\n    return x.copy()\n")
+    done = apex_cli("grade", "--task", "cpu-mini__rms_norm", "--solution", str(wrong), "--json")
+    assert done.returncode == 0
+    assert json.loads(done.stdout)[0]["outcome"] == "wrong_answer"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["tasks", "show", "llama-3-1-8b-instruct__rmsnorm"], "did you mean 'llama-3-1-8b-instruct__rms_norm'"),
+        (["prompt", "--task-id", "cpu-mini_rms_norm"], "did you mean 'cpu-mini__rms_norm'"),
+        (["eval", "--dry-run", "--task-id", "nope"], "unknown task id 'nope'"),
+        (["grade", "--task", "nope", "--solution", "x.py"], "unknown task id 'nope'"),
+        (["grade", "--task", "cpu-mini__rms_norm", "--solution", "/no/such/solution.py"], "does not exist"),
+        (["grade", "--task", "cpu-mini__rms_norm", "--solution", "/tmp"], "is not a file"),
+        (["hardware", "--gpu", "gfx9500"], "did you mean 'gfx950'"),
+        (["prompt", "--task-id", "cpu-mini__rms_norm", "--gpu", "rtx9090"], "unknown GPU arch or product 'rtx9090'"),
+        (["tasks", "list", "--kernel", "rmsnorm"], "did you mean 'rms_norm'"),
+        (["tasks", "list", "--model", "llama-9"], "unknown model 'llama-9'"),
+        (["prompt"], "give exactly one of --task-id ID, --list or --all"),
+        (["eval", "--dry-run", "--task-id", "llama-3-1-8b-instruct__rms_norm"], "no stored solution"),
+        (["eval", "--agent", "gpt-42"], "unknown agent backend 'gpt-42'"),
+        (["tasks", "list", "--colour"], "No such option: --colour"),
+        (["mcp", "install", "--client", "vscode"], "unknown agent client 'vscode'"),
+    ],
+)
+def test_bad_input_is_exit_2_and_one_clear_line(apex_cli, args, expected):
+    assert expected in _one_line_error(apex_cli(*args))
+
+
+def test_a_malformed_user_task_definition_is_exit_2_and_names_the_file(apex_cli, tmp_path):
+    broken = tmp_path / "cpu-mini__rms_norm.toml"
+    shutil.copyfile(DEFINITIONS_DIR / "cpu-mini__rms_norm.toml", broken)
+    broken.write_text(broken.read_text().replace("difficulty = 1", "difficulty = 'hard'"))
+    line = _one_line_error(apex_cli("tasks", "list", env={"APEX_TASK_DIRS": str(tmp_path)}))
+    assert str(broken) in line and "difficulty" in line
+
+
+def test_an_eval_with_a_missing_claude_cli_says_how_to_get_it(apex_cli, tmp_path):
+    done = apex_cli("eval", "--output-dir", str(tmp_path / "o"), env={"PATH": "/usr/bin:/bin"})
+    assert "npm install -g @anthropic-ai/claude-code" in _one_line_error(done)
