@@ -72,6 +72,7 @@ class WorkerProcess:
         device: str,
         timeout_s: float,
         extra_env: dict[str, str] | None = None,
+        cpu: int | None = None,
     ) -> None:
         self.timeout_s = timeout_s
         self.scratch = Path(tempfile.mkdtemp(prefix="apex-worker-"))
@@ -100,6 +101,7 @@ class WorkerProcess:
                 "entry_point": entry_point,
                 "library": library,
                 "device": device,
+                "cpu": cpu,
             }
         )
 

@@ -124,7 +124,7 @@ class Worker:
             return {"ok": False, "kind": "runtime_error", "message": describe_exception(exc, self.solution_path)}
         return {"ok": True, "calls": calls}
 
-    def time_samples(self, reps: int, flush_bytes: int) -> dict[str, Any]:
+    def time_samples(self, reps: int, flush_bytes: int, sleep_cycles: int) -> dict[str, Any]:
         assert self.function is not None
         samples: list[int] = []
         torch = self.torch
@@ -136,10 +136,15 @@ class Worker:
                     self.flush_buffer = torch.empty(flush_bytes // 4, dtype=torch.int32, device=self.device)
                 start = torch.cuda.Event(enable_timing=True)
                 end = torch.cuda.Event(enable_timing=True)
+                sleep = getattr(torch.cuda, "_sleep", None)
                 for i in range(reps):
                     args = self.staged[i % len(self.staged)]
                     if self.flush_buffer is not None:
                         self.flush_buffer.zero_()
+                    if sleep is not None and sleep_cycles > 0:
+                        # Keep the device busy while the host launches the call, so that the
+                        # events time the kernels, not the Python launch overhead.
+                        sleep(sleep_cycles)
                     start.record()
                     self.function(*args)
                     end.record()
@@ -176,7 +181,12 @@ class Worker:
             elif op == "warmup":
                 wire.send(write_fd, self.warmup(int(header["min_calls"]), float(header["min_seconds"])))
             elif op == "time":
-                wire.send(write_fd, self.time_samples(int(header["reps"]), int(header.get("flush_bytes", 0))))
+                wire.send(
+                    write_fd,
+                    self.time_samples(
+                        int(header["reps"]), int(header.get("flush_bytes", 0)), int(header.get("sleep_cycles", 0))
+                    ),
+                )
             elif op == "exit":
                 return
             else:
@@ -186,6 +196,10 @@ class Worker:
 def main(argv: list[str]) -> int:
     read_fd, write_fd = int(argv[1]), int(argv[2])
     header, _ = wire.receive(read_fd)
+    cpu = header.get("cpu")
+    if cpu is not None and hasattr(os, "sched_setaffinity"):
+        # Baseline and candidate workers share one core so that neither is timed on a faster one.
+        os.sched_setaffinity(0, {int(cpu)})
     worker = Worker(header["solution_path"], header["entry_point"], header["library"], header["device"])
     wire.send(write_fd, {"ok": True, "pid": os.getpid()})
     worker.serve(read_fd, write_fd)

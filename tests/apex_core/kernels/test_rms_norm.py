@@ -44,6 +44,10 @@ def test_the_roofline_counts_one_read_and_one_write_of_the_rows():
     assert model.flops == 4 * 8192 * 4096
 
 
+def _python_path() -> str:
+    return os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+
+
 _TRITON_CHECK = textwrap.dedent(
     """
     import importlib.util, sys, torch
@@ -65,7 +69,7 @@ _TRITON_CHECK = textwrap.dedent(
 
 def test_the_triton_baseline_is_correct_under_the_cpu_interpreter():
     task = get_task("llama-3-1-8b-instruct__rms_norm")
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": _python_path()}
     done = subprocess.run(
         [sys.executable, "-c", _TRITON_CHECK, str(task.baseline_path)], env=env, capture_output=True, text=True, timeout=300
     )
@@ -76,7 +80,7 @@ def test_the_triton_baseline_is_correct_under_the_cpu_interpreter():
 @pytest.mark.gpu
 def test_the_triton_baseline_is_correct_on_the_gpu():
     task = get_task("llama-3-1-8b-instruct__rms_norm")
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "PYTHONPATH": _python_path()}
     env.pop("TRITON_INTERPRET", None)
     done = subprocess.run(
         [sys.executable, "-c", _TRITON_CHECK.replace('"cpu"', '"cuda"'), str(task.baseline_path)],
