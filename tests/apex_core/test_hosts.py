@@ -17,8 +17,10 @@ from apex_core.mcp_registry import ServerSpec, ToolSummary
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_committed_mcp_json_matches_the_registry():
-    assert (REPO_ROOT / ".mcp.json").read_text() == hosts.render_claude(sys.executable)
+@pytest.mark.parametrize("client", hosts.CLIENTS)
+def test_the_committed_host_files_match_the_registry(client):
+    relative, render = hosts.PROJECT_FILES[client]
+    assert (REPO_ROOT / relative).read_text() == render(sys.executable)
 
 
 def test_installing_writes_each_hosts_file_and_links_the_skills(tmp_path):
