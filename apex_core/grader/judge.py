@@ -16,12 +16,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, Field
 
 import apex_core
 from apex_core.errors import SolutionFileError
 from apex_core.grader import stats, wire
-from apex_core.grader.compare import compare_outputs, inputs_unchanged
+from apex_core.grader.compare import Comparison, compare_outputs, inputs_unchanged
 from apex_core.grader.process import WorkerFailure, WorkerProcess
 from apex_core.grader.result import GradeResult, Outcome, Provenance, ShapeCheck, ShapeTiming
 from apex_core.hardware.detect import DetectedDevice, cpu_name, torch_version, detect
@@ -108,6 +109,8 @@ class _Run:
         self.make_inputs = load_reference(task.inputs)
         self.reference = load_reference(task.reference)
         self.roofline = load_reference(task.roofline)
+        self.speedup_draws: list[Any] = []
+        """Bootstrap draws of each timed shape's speedup, combined into the overall interval."""
         self.interpreted = False
         if task.language == "triton" and self.device == "cpu":
             # No GPU: Triton kernels run in the interpreter, which checks correctness but says
@@ -143,51 +146,50 @@ class _Run:
     def check(self, worker: WorkerProcess) -> tuple[Outcome, str] | None:
         """Run every case; the first failure ends the check and is returned."""
         cases = [(s, False) for s in self.task.test_shapes] + [(s, True) for s in self.task.hidden_shapes]
-        library = self.task.array_library
         for index, (shape, hidden) in enumerate(cases):
             for k in range(self.options.seeds_per_shape):
                 seed = _case_seed(self.options.public_seed, self.secret_seed, index, k)
-                args = self.inputs(shape, seed)
-                expected = self.reference(*args)
-                reply, payload = worker.request({"op": "call"}, wire.encode_values(args, library))
-                shown_shape = shape if not hidden else {k2: v for k2, v in shape.items()}
-                if not reply.get("ok"):
-                    message = str(reply.get("message", "the entry point raised"))
-                    self.checks.append(ShapeCheck(shape=shown_shape, seed=seed, hidden=hidden, passed=False, message=message))
-                    return Outcome.runtime_error, message
-                if reply.get("output_type") != "exact":
-                    wanted = "torch.Tensor" if library == "torch" else "numpy.ndarray"
-                    message = f"returned {reply.get('output_type')}, expected exactly {wanted}"
-                    self.checks.append(ShapeCheck(shape=shown_shape, seed=seed, hidden=hidden, passed=False, message=message))
-                    return Outcome.wrong_answer, message
-                try:
-                    output, *args_after = wire.decode_values(payload, library)
-                except Exception:
-                    message = "the output could not be decoded as plain arrays"
-                    self.checks.append(ShapeCheck(shape=shown_shape, seed=seed, hidden=hidden, passed=False, message=message))
-                    return Outcome.wrong_answer, message
-                if library == "torch" and reply.get("output_device", "").split(":")[0] != self.device.split(":")[0]:
-                    message = f"output on {reply.get('output_device')}, expected on {self.device}"
-                    self.checks.append(ShapeCheck(shape=shown_shape, seed=seed, hidden=hidden, passed=False, message=message))
-                    return Outcome.wrong_answer, message
-                comparison = compare_outputs(output, _to_cpu(expected), self.task.tolerance)
-                passed = comparison.passed and inputs_unchanged([_to_cpu(a) for a in args], args_after)
-                message = comparison.message if not comparison.passed else ("" if passed else "the call modified its inputs")
+                outcome, comparison = self._check_case(worker, shape, seed)
                 self.checks.append(
                     ShapeCheck(
-                        shape=shown_shape,
+                        shape={} if hidden else shape,  # hidden shapes stay hidden from the agent
                         seed=seed,
                         hidden=hidden,
-                        passed=passed,
+                        passed=outcome is None,
                         max_abs_error=comparison.max_abs_error,
-                        max_error_index=comparison.max_error_index,
-                        message=message,
+                        max_error_index=None if hidden else comparison.max_error_index,
+                        message=comparison.message,
                     )
                 )
-                if not passed:
+                if outcome is not None:
                     where = "hidden shape" if hidden else f"shape {shape}"
-                    return Outcome.wrong_answer, f"{where}, seed {seed}: {message}"
+                    return outcome, f"{where}, seed {seed}: {comparison.message}"
         return None
+
+    def _check_case(self, worker: WorkerProcess, shape: Shape, seed: int) -> tuple[Outcome | None, Comparison]:
+        library = self.task.array_library
+        args = self.inputs(shape, seed)
+        expected = self.reference(*args)
+        reply, payload = worker.request({"op": "call"}, wire.encode_values(args, library))
+        if not reply.get("ok"):
+            return Outcome.runtime_error, Comparison(passed=False, message=str(reply.get("message", "the call raised")))
+        if reply.get("output_type") != "exact":
+            wanted = "torch.Tensor" if library == "torch" else "numpy.ndarray"
+            message = f"returned {reply.get('output_type')}, expected exactly {wanted}"
+            return Outcome.wrong_answer, Comparison(passed=False, message=message)
+        try:
+            output, *args_after = wire.decode_values(payload, library)
+        except Exception:  # whatever the bytes were, they were not plain arrays
+            return Outcome.wrong_answer, Comparison(passed=False, message="the output could not be decoded as plain arrays")
+        if library == "torch" and str(reply.get("output_device", "")).split(":")[0] != self.device.split(":")[0]:
+            message = f"output on {reply.get('output_device')}, expected on {self.device}"
+            return Outcome.wrong_answer, Comparison(passed=False, message=message)
+        comparison = compare_outputs(output, _to_cpu(expected), self.task.tolerance)
+        if not comparison.passed:
+            return Outcome.wrong_answer, comparison
+        if not inputs_unchanged([_to_cpu(a) for a in args], args_after):
+            return Outcome.wrong_answer, comparison.model_copy(update={"passed": False, "message": "the call modified its inputs"})
+        return None, comparison
 
     # --- timing ------------------------------------------------------------------------------------
 
@@ -234,7 +236,7 @@ class _Run:
             reps = int(min(200, max(5, 0.05e9 / max(slowest, 1.0))))
         b_med, s_med = stats.median(samples["baseline"]), stats.median(samples["solution"])
         draws = stats.bootstrap_speedup_draws(samples["baseline"], samples["solution"], self.options.bootstrap_draws, seed=index)
-        self._draws.append(draws)
+        self.speedup_draws.append(draws)
         floor_ns = None
         if spec is not None and self.device != "cpu":
             model: Roofline = self.roofline(shape, self.task.dtype, self.task.params)
@@ -250,11 +252,8 @@ class _Run:
             roofline_floor_ns=floor_ns,
         )
 
-    _draws: list[Any]
-
     def time_all(self, candidate: WorkerProcess) -> None:
         _, spec = _machine() if self.device != "cpu" else (None, None)
-        self._draws = []
         with self.worker(self.task.baseline_path) as baseline:
             reply, _ = baseline.request({"op": "load"})
             if not reply.get("ok"):
@@ -339,9 +338,7 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None) -> Gr
     interval_all = None
     if run.timings and outcome is Outcome.ok:
         measured = stats.geometric_mean([t.speedup for t in run.timings])
-        import numpy as np
-
-        combined = np.exp(np.mean([np.log(d) for d in run._draws], axis=0))
+        combined = np.exp(np.mean([np.log(d) for d in run.speedup_draws], axis=0))
         interval_all = stats.interval(combined)
         credited = 1.0 if interval_all[0] <= 1.0 <= interval_all[1] else measured
         below = [t for t in run.timings if t.roofline_floor_ns and t.solution_median_ns < t.roofline_floor_ns]

@@ -140,12 +140,16 @@ def _size_to_bytes(value: Any) -> int | None:
         return None
 
 
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, TypeError):
+        return None
+
+
 def parse_amd_smi_static(text: str) -> list[dict[str, Any]]:
     """``amd-smi static --json``: a list of GPUs (ROCm 6.x) or ``{"gpu_data": [...]}`` (ROCm 7.x)."""
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, TypeError):
-        return []
+    data = _json_or_none(text)
     if isinstance(data, dict):
         data = data.get("gpu_data", data.get("gpus", []))
     if not isinstance(data, list):
@@ -172,10 +176,7 @@ def parse_amd_smi_static(text: str) -> list[dict[str, Any]]:
 
 def parse_rocm_smi_json(text: str) -> list[dict[str, Any]]:
     """``rocm-smi --showproductname --showdriverversion --json``: one key per card plus 'system'."""
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, TypeError):
-        return []
+    data = _json_or_none(text)
     if not isinstance(data, dict):
         return []
     driver = None
@@ -315,11 +316,11 @@ def detect(
         gpus = parse_rocminfo(rocminfo) if rocminfo else []
         if gpus:
             first = gpus[0]
-            l2_total = None
-            # rocminfo reports L2 per XCD on MI300-class parts; the total comes from the spec table.
+            # rocminfo reports L2 per XCD on MI300-class parts, so its L2 is not the device total;
+            # the total comes from the spec table.
             _merge(found, {"vendor": "amd", "product_name": first["product_name"], "arch": first["arch"],
                            "compute_units": first["compute_units"], "max_clock_mhz": first["max_clock_mhz"],
-                           "l2_cache_bytes": l2_total, "device_count": len(gpus)})
+                           "device_count": len(gpus)})
             detected_by.append("rocminfo")
         smi = run(["amd-smi", "static", "--asic", "--vram", "--driver", "--json"])
         cards = parse_amd_smi_static(smi) if smi else []
