@@ -121,6 +121,20 @@ def test_an_unusable_solution_path_is_a_user_error(task, tmp_path, make, complai
         grade(task, make(tmp_path))
 
 
+def test_an_unreadable_solution_file_is_a_user_error(task, tmp_path, monkeypatch):
+    path = write(tmp_path, "def rms_norm(x, weight, eps):\n    return x\n")
+    real_read = Path.read_bytes
+
+    def refuse(self):
+        if self == path:
+            raise PermissionError(13, "Permission denied")
+        return real_read(self)
+
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+    with pytest.raises(SolutionFileError, match="is not readable: Permission denied"):
+        grade(task, path)
+
+
 def test_the_triton_baseline_is_graded_correct_in_the_cpu_interpreter_without_timing():
     task = get_task("llama-3-1-8b-instruct__rms_norm")
     small = task.model_copy(

@@ -25,6 +25,7 @@ def test_the_cpu_task_is_python_over_numpy_and_the_llama_task_is_triton_in_bf16(
     llama = get_task("llama-3-1-8b-instruct__rms_norm")
     assert (llama.language, llama.array_library, llama.dtype) == ("triton", "torch", "bfloat16")
     assert llama.solution_filename == "solution.py"
+    assert (llama.library.module, llama.library.function) == ("aiter.ops.triton.rmsnorm", "rms_norm")
 
 
 def test_filters_by_model_and_kernel():
