@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 
 import apex_core
 from apex_core.errors import SolutionFileError
-from apex_core.grader import stats, wire
+from apex_core.grader import integrity, stats, wire
 from apex_core.grader.compare import Comparison, compare_outputs, inputs_unchanged
 from apex_core.grader.process import WorkerFailure, WorkerProcess
 from apex_core.grader.result import GradeResult, Outcome, Provenance, ShapeCheck, ShapeTiming
@@ -59,6 +59,8 @@ class GradeOptions(BaseModel):
     min_samples: int = Field(default=10, ge=3)
     inputs_per_shape: int = Field(default=4, ge=1)
     timing: bool = True
+    memory_bytes: int | None = Field(default=None, gt=0)
+    """Resident memory one solution's processes may hold; default half the machine, at most 16 GiB."""
     bootstrap_draws: int = Field(default=1000, ge=100)
 
 
@@ -136,6 +138,9 @@ class _Run:
             self.options.timeout_s,
             self.extra_env,
             cpu=_timing_cpu(),
+            memory_bytes=self.options.memory_bytes,
+            # An address-space cap is safe for NumPy workers only: GPU runtimes reserve huge ranges.
+            limit_address_space=self.task.array_library == "numpy",
         )
 
     def inputs(self, shape: Shape, seed: int) -> list[Any]:
@@ -308,6 +313,10 @@ def result_without_solution(task: Task, solution: Path, reason: str) -> GradeRes
     )
 
 
+_DIRTY_ENVIRONMENT: list[str] = []
+"""Set once a solution changed an installed library; nothing graded here after that can be trusted."""
+
+
 def grade(task: Task, solution: Path, options: GradeOptions | None = None) -> GradeResult:
     """Grade ``solution`` for ``task``; user mistakes (a missing file) raise SolutionFileError."""
     options = options or GradeOptions()
@@ -315,7 +324,14 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None) -> Gr
     run = _Run(task, solution, options)
     compiled = correct = False
     outcome, reason = Outcome.ok, ""
+    snapshot = integrity.take_snapshot()
     try:
+        if _DIRTY_ENVIRONMENT:
+            raise _Failed(
+                Outcome.infra_error,
+                f"an earlier solution changed installed libraries ({_DIRTY_ENVIRONMENT[0]}); reinstall them "
+                "(bash setup.sh) and start a new grading process",
+            )
         with run.worker(solution) as candidate:
             reply, _ = candidate.request({"op": "load"})
             if not reply.get("ok"):
@@ -334,9 +350,17 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None) -> Gr
     except WorkerFailure as failure:
         outcome, reason = (Outcome.timeout if failure.kind == "timeout" else Outcome.crash), str(failure)
 
+    changes = integrity.compare(snapshot)
+    if changes:
+        integrity.restore(snapshot, changes)
+        if changes.library_files:
+            _DIRTY_ENVIRONMENT.append(str(changes.library_files[0]))
+        outcome, reason = Outcome.tampering, changes.describe()
+        run.flags.append(f"tampering: {changes.describe()}")
+
     measured = credited = None
     interval_all = None
-    if run.timings and outcome is Outcome.ok:
+    if run.timings and outcome in (Outcome.ok, Outcome.tampering):
         measured = stats.geometric_mean([t.speedup for t in run.timings])
         combined = np.exp(np.mean([np.log(d) for d in run.speedup_draws], axis=0))
         interval_all = stats.interval(combined)
@@ -347,6 +371,7 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None) -> Gr
                 f"below_roofline_floor: {below[0].solution_median_ns:.0f} ns measured, floor {below[0].roofline_floor_ns:.0f} ns"
             )
             outcome, reason = Outcome.tampering, "measured faster than the hardware allows"
+        if outcome is Outcome.tampering:
             credited = min(credited, 1.0)
     if outcome is Outcome.infra_error:
         compiled = correct = False  # never blame the candidate for our failure; no score either way

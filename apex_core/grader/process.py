@@ -1,13 +1,18 @@
 """A worker child process as the judge sees it: started clean, spoken to over its pipes, killed whole.
 
-Each worker runs in a new session (its own process group) with a scratch directory as working
-directory and home, stdin closed, no descriptors but its two pipe ends, and an environment built
-from an allow-list. Closing it kills the whole group, so children the solution started go too.
+Each worker runs under a reaper (``reaper.py``) in a new session, with a scratch directory as
+working directory and home, stdin closed, no descriptors but its two pipe ends, an environment
+built from an allow-list, resource limits, and (when the judge is root and it is possible) an
+unprivileged user. Closing it asks the reaper to kill every descendant, detached ones included,
+and then kills the reaper's group as a last resort.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -32,6 +37,44 @@ PASSED_THROUGH_ENV = (
     "OPENBLAS_L2_SIZE",
     "OMP_NUM_THREADS",
 )
+
+
+SANDBOX_USER = "nobody"
+
+
+@functools.lru_cache(maxsize=1)
+def sandbox_identity() -> tuple[int, int] | None:
+    """(uid, gid) to run solutions as when the judge is root, if that user can start our Python."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        entry = pwd.getpwnam(os.environ.get("APEX_SANDBOX_USER", SANDBOX_USER))
+    except KeyError:
+        return None
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", "import apex_core"],
+            user=entry.pw_uid,
+            group=entry.pw_gid,
+            extra_groups=[],
+            env={"PYTHONPATH": str(PACKAGE_PARENT), "PATH": "/usr/bin:/bin"},
+            cwd="/",
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (entry.pw_uid, entry.pw_gid) if probe.returncode == 0 else None
+
+
+def default_memory_bytes() -> int:
+    """Half the machine's memory, at most 16 GiB: what one solution's processes may hold resident."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        total = 8 * 1024**3
+    return int(min(total // 2, 16 * 1024**3))
 
 
 class WorkerFailure(Exception):
@@ -73,17 +116,35 @@ class WorkerProcess:
         timeout_s: float,
         extra_env: dict[str, str] | None = None,
         cpu: int | None = None,
+        memory_bytes: int | None = None,
+        limit_address_space: bool = False,
     ) -> None:
         self.timeout_s = timeout_s
+        self.memory_bytes = memory_bytes or default_memory_bytes()
         self.scratch = Path(tempfile.mkdtemp(prefix="apex-worker-"))
         self.solution_copy = self.scratch / solution.name
         shutil.copyfile(solution, self.solution_copy)
         self.log_path = self.scratch / "worker.log"
+        identity = sandbox_identity()
+        if identity is not None:
+            os.chown(self.scratch, *identity)
+            os.chown(self.solution_copy, *identity)
         to_worker_r, self._to_worker = os.pipe()
         self._from_worker, from_worker_w = os.pipe()
+        config = {
+            "pass_fds": [to_worker_r, from_worker_w],
+            "scratch": str(self.scratch),
+            "memory_bytes": self.memory_bytes,
+            "address_space_bytes": self.memory_bytes + 2 * 1024**3 if limit_address_space else None,
+            "cpu_seconds": int(max(600, 20 * timeout_s)),
+            "file_bytes": 1024**3,
+            "uid": identity[0] if identity else None,
+            "gid": identity[1] if identity else None,
+        }
+        worker_argv = [sys.executable, "-s", "-m", "apex_core.grader.worker", str(to_worker_r), str(from_worker_w)]
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-s", "-m", "apex_core.grader.worker", str(to_worker_r), str(from_worker_w)],
+                [sys.executable, "-s", "-m", "apex_core.grader.reaper", json.dumps(config), "--", *worker_argv],
                 pass_fds=(to_worker_r, from_worker_w),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -121,16 +182,36 @@ class WorkerProcess:
             self.kill()
             raise WorkerFailure("timeout", f"no answer to '{header.get('op')}' within {timeout:g} s") from None
         except (wire.ChannelClosed, BrokenPipeError, ValueError):
-            code = self.process.poll()
-            if code is None:
-                time.sleep(0.2)
-                code = self.process.poll()
+            try:
+                code: int | None = self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
             self.kill()
-            detail = f"exit code {code}" if code is not None and code >= 0 else f"killed by signal {-(code or 0)}"
-            tail = self.log_tail(600)
-            raise WorkerFailure("crash", f"the process died during '{header.get('op')}' ({detail})" + (f": {tail}" if tail else "")) from None
+            raise WorkerFailure("crash", f"the process died during '{header.get('op')}' ({self._death(code)})") from None
+
+    def _death(self, code: int | None) -> str:
+        """Why the worker ended, from the reaper's exit code and marker."""
+        from apex_core.grader.reaper import MEMORY_EXCEEDED_EXIT, MEMORY_MARKER
+
+        if code == MEMORY_EXCEEDED_EXIT and (self.scratch / MEMORY_MARKER).exists():
+            return f"it exceeded the memory limit of {self.memory_bytes / 1024**3:.1f} GiB resident"
+        if code is None:
+            detail = "it stopped answering"
+        elif code > 128:
+            detail = f"killed by signal {code - 128}"
+        else:
+            detail = f"exit code {code}"
+        tail = self.log_tail(600)
+        return detail + (f": {tail}" if tail else "")
 
     def kill(self) -> None:
+        """Ask the reaper to kill everything below it; then kill its group in case it cannot."""
+        if self.process.poll() is None:
+            try:
+                self.process.send_signal(signal.SIGTERM)
+                self.process.wait(timeout=10)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
         try:
             os.killpg(self.process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):

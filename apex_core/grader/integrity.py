@@ -1,0 +1,85 @@
+"""Detecting (and undoing) changes a solution makes to files it must not touch.
+
+Before a grading the judge records Apex's own package (grader, tasks, baselines, references) byte
+for byte, and the installed array and kernel libraries by size and modification time. Afterwards
+any difference is tampering. Apex's files are put back from the recorded bytes, so the next
+grading runs against pristine files; a changed library cannot be put back, so the judge refuses to
+grade in that environment until it is reinstalled.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+APEX_ROOT = Path(__file__).resolve().parents[1]
+LIBRARIES = ("numpy", "torch", "triton")
+_PROTECTED_SUFFIXES = (".py", ".toml", ".json", ".md")
+
+
+def _library_roots() -> list[Path]:
+    roots = []
+    for name in LIBRARIES:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            roots.append(Path(spec.origin).resolve().parent)
+    return roots
+
+
+@dataclass
+class Snapshot:
+    contents: dict[Path, bytes] = field(default_factory=dict)
+    stats: dict[Path, tuple[int, int]] = field(default_factory=dict)
+
+
+def take_snapshot(apex_root: Path = APEX_ROOT, library_roots: list[Path] | None = None) -> Snapshot:
+    snapshot = Snapshot()
+    for path in apex_root.rglob("*"):
+        if path.suffix in _PROTECTED_SUFFIXES and path.is_file() and "__pycache__" not in path.parts:
+            snapshot.contents[path] = path.read_bytes()
+    for root in _library_roots() if library_roots is None else library_roots:
+        for directory, _, files in os.walk(root):
+            for name in files:
+                path = Path(directory, name)
+                try:
+                    stat = path.stat()
+                except OSError:
+                    continue
+                snapshot.stats[path] = (stat.st_size, stat.st_mtime_ns)
+    return snapshot
+
+
+@dataclass
+class Changes:
+    apex_files: list[Path]
+    library_files: list[Path]
+
+    def __bool__(self) -> bool:
+        return bool(self.apex_files or self.library_files)
+
+    def describe(self, limit: int = 3) -> str:
+        changed = [*self.apex_files, *self.library_files]
+        shown = ", ".join(str(p) for p in changed[:limit])
+        more = f" and {len(changed) - limit} more" if len(changed) > limit else ""
+        return f"modified protected files: {shown}{more}"
+
+
+def compare(before: Snapshot, apex_root: Path = APEX_ROOT, library_roots: list[Path] | None = None) -> Changes:
+    after = take_snapshot(apex_root, library_roots)
+    apex = sorted(
+        p for p in set(before.contents) | set(after.contents) if before.contents.get(p) != after.contents.get(p)
+    )
+    libraries = sorted(p for p in set(before.stats) | set(after.stats) if before.stats.get(p) != after.stats.get(p))
+    return Changes(apex_files=apex, library_files=libraries)
+
+
+def restore(before: Snapshot, changes: Changes) -> None:
+    """Put Apex's own files back as they were; remove files a solution added there."""
+    for path in changes.apex_files:
+        if path in before.contents:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(before.contents[path])
+        else:
+            path.unlink(missing_ok=True)

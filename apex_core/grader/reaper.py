@@ -1,0 +1,141 @@
+"""The trusted launcher between the judge and a worker: limits, privilege drop, and a full clean-up.
+
+The judge starts ``python -m apex_core.grader.reaper CONFIG_JSON -- WORKER_ARGV...``. The reaper
+makes itself a child subreaper (Linux), so processes the solution forks and detaches with
+``setsid`` or a double fork are re-parented to it instead of escaping to init; it applies resource
+limits, drops to an unprivileged user when the judge runs as root and that user can run the
+interpreter, starts the worker, watches the resident memory of everything below it, and when the
+worker ends (or the judge sends SIGTERM) kills every descendant before it exits itself.
+It never imports solution code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PR_SET_CHILD_SUBREAPER = 36
+MEMORY_EXCEEDED_EXIT = 86
+MEMORY_MARKER = "memory-limit-exceeded"
+
+
+def become_subreaper() -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _process_table() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, resident bytes) for every process we can see."""
+    table: dict[int, tuple[int, int]] = {}
+    page = os.sysconf("SC_PAGE_SIZE")
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry.name}/stat").read_text()
+            statm = Path(f"/proc/{entry.name}/statm").read_text().split()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        table[int(entry.name)] = (int(fields[1]), int(statm[1]) * page)
+    return table
+
+
+def descendants(root: int) -> tuple[list[int], int]:
+    """Every process below ``root`` and their resident memory in bytes."""
+    table = _process_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found, stack, rss = [], list(children.get(root, [])), 0
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        rss += table[pid][1]
+        stack.extend(children.get(pid, []))
+    return found, rss
+
+
+def kill_descendants(root: int, rounds: int = 50) -> None:
+    """SIGKILL everything below ``root`` until nothing is left (orphans come back to us as subreaper)."""
+    for _ in range(rounds):
+        pids, _ = descendants(root)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + 0.2
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(-1, os.WNOHANG) == (0, 0):
+                    time.sleep(0.01)
+            except ChildProcessError:
+                break
+
+
+def _limits(config: dict) -> None:
+    """Runs in the worker between fork and exec."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if config.get("cpu_seconds"):
+        seconds = int(config["cpu_seconds"])
+        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 5))
+    if config.get("file_bytes"):
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(config["file_bytes"]),) * 2)
+    if config.get("address_space_bytes"):
+        resource.setrlimit(resource.RLIMIT_AS, (int(config["address_space_bytes"]),) * 2)
+    if config.get("uid") is not None:
+        os.setgroups([])
+        os.setgid(int(config["gid"]))
+        os.setuid(int(config["uid"]))
+
+
+def main(argv: list[str]) -> int:
+    config = json.loads(argv[1])
+    worker_argv = argv[argv.index("--") + 1 :]
+    me = os.getpid()
+    become_subreaper()
+    stop = {"requested": False}
+
+    def on_term(signum: int, frame: object) -> None:
+        stop["requested"] = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    worker = subprocess.Popen(
+        worker_argv,
+        pass_fds=tuple(config.get("pass_fds", ())),
+        preexec_fn=lambda: _limits(config),
+        stdin=subprocess.DEVNULL,
+    )
+    memory_limit = int(config.get("memory_bytes") or 0)
+    code = 0
+    while not stop["requested"]:
+        result = worker.poll()
+        if result is not None:
+            code = result
+            break
+        if memory_limit:
+            _, rss = descendants(me)
+            if rss > memory_limit:
+                Path(config["scratch"], MEMORY_MARKER).write_text(str(rss))
+                code = MEMORY_EXCEEDED_EXIT
+                break
+        time.sleep(0.05)
+    kill_descendants(me)
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
