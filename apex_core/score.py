@@ -85,3 +85,45 @@ def model_reward(normalized_kernel_score: float, baseline_tps: float, optimized_
     if not (math.isfinite(optimized_tps) and optimized_tps >= 0):
         raise ValueError(f"optimized throughput must be a number >= 0, got {optimized_tps!r}")
     return KERNEL_WEIGHT * normalized_kernel_score + THROUGHPUT_WEIGHT * (optimized_tps / baseline_tps - 1.0)
+
+
+# --- the RL reward ---------------------------------------------------------------------------------
+
+RL_REWARD_FOR_OUTCOME: dict[str, float] = {
+    "compile_error": -1.0,
+    "tampering_incorrect": -1.0,
+    "timeout": -0.8,
+    "crash": -0.8,
+    "runtime_error": -0.8,
+    "wrong_answer": -0.5,
+}
+"""Fixed rewards for failures. Tampering is never better than not compiling."""
+
+RL_CORRECT_BASE = 0.5
+RL_SPEEDUP_WEIGHT = 0.5
+RL_LOG2_CLIP = (-1.0, 3.0)
+RL_TAMPERING_CORRECT = -0.5
+
+
+def rl_reward(outcome: str, correct: bool, speedup: float | None) -> float | None:
+    """A bounded reward for RL, beside the seed's unbounded score.
+
+    Correct solutions earn 0.5 + 0.5·clip(log2 S, −1, 3): 0.5 at parity, 1.0 at 2×, 2.0 at 8× and
+    beyond, 0.0 at half speed, so one lucky measurement cannot dominate a batch and a slowdown
+    still beats any failure. Failures get fixed penalties (−0.5 wrong answer, −0.8 crash, timeout or
+    runtime error, −1.0 compile error); tampering earns −0.5 even when the output was right, and
+    −1.0 otherwise. Infrastructure errors return None: the sample says nothing about the policy and
+    must be dropped, not rewarded. The range is [−1, 2].
+    """
+    if outcome == "infra_error":
+        return None
+    if outcome == "tampering":
+        return RL_TAMPERING_CORRECT if correct else RL_REWARD_FOR_OUTCOME["tampering_incorrect"]
+    if outcome != "ok" or not correct:
+        return RL_REWARD_FOR_OUTCOME.get(outcome, RL_REWARD_FOR_OUTCOME["wrong_answer"])
+    if speedup is None:
+        return RL_CORRECT_BASE
+    _check_speedup(speedup)
+    low, high = RL_LOG2_CLIP
+    log_speedup = math.log2(speedup) if speedup > 0 else low
+    return RL_CORRECT_BASE + RL_SPEEDUP_WEIGHT * min(max(log_speedup, low), high)

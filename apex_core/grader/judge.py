@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 
 import apex_core
 from apex_core.errors import SolutionFileError
-from apex_core.grader import integrity, stats, wire
+from apex_core.grader import integrity, prescan, stats, wire
 from apex_core.grader.compare import Comparison, compare_outputs, inputs_unchanged
 from apex_core.grader.process import WorkerFailure, WorkerProcess
 from apex_core.grader.result import GradeResult, Outcome, Provenance, ShapeCheck, ShapeTiming
@@ -34,6 +34,13 @@ from apex_core.tasks.schema import Shape, Task, load_reference
 
 GRADER_NAME = "apex-minimal"
 DEFAULT_FLUSH_BYTES = 512 * 1024**2
+CALL_BUFFERS = 3
+"""Timed calls rotate over this many input buffers, refilled from the pool before every call."""
+SIGNAL_FACTOR = 10.0
+REPRODUCE_FRACTION = 0.8
+SYNC_CHECK_CALLS = 15
+SIDE_WORK_MIN_NS = 5_000
+SIDE_WORK_FRACTION = 0.10
 LAUNCH_COVER_CYCLES = 1_000_000
 """GPU cycles (~0.5 ms at 2 GHz) the device spins before each timed call, hiding the host's launch."""
 
@@ -55,9 +62,10 @@ class GradeOptions(BaseModel):
     timeout_s: float = Field(default=180.0, gt=0)
     time_budget_s: float = Field(default=4.0, gt=0)
     """Timing budget per benchmark shape (both solutions together)."""
-    target_rse: float = Field(default=0.01, gt=0)
+    target_rse: float = Field(default=0.005, gt=0)
     min_samples: int = Field(default=10, ge=3)
-    inputs_per_shape: int = Field(default=4, ge=1)
+    inputs_per_shape: int = Field(default=8, ge=2)
+    """Distinct input sets per timed shape; call buffers are refilled from them before every call."""
     timing: bool = True
     memory_bytes: int | None = Field(default=None, gt=0)
     """Resident memory one solution's processes may hold; default half the machine, at most 16 GiB."""
@@ -171,10 +179,22 @@ class _Run:
                     return outcome, f"{where}, seed {seed}: {comparison.message}"
         return None
 
+    def _check_signal(self, expected: Any, shape: Shape) -> None:
+        """A reference output of tolerance size would let zeros pass: that is the task's fault."""
+        magnitude = float(np.max(np.abs(_as_numpy(expected)))) if _as_numpy(expected).size else 0.0
+        tolerance = self.task.tolerance
+        if magnitude <= SIGNAL_FACTOR * max(tolerance.atol, 1e-30):
+            raise _Failed(
+                Outcome.infra_error,
+                f"the task's reference output at shape {shape} is at most {magnitude:.3g}, within {SIGNAL_FACTOR:g}x "
+                f"of atol={tolerance.atol:g}: the task needs inputs with more signal",
+            )
+
     def _check_case(self, worker: WorkerProcess, shape: Shape, seed: int) -> tuple[Outcome | None, Comparison]:
         library = self.task.array_library
         args = self.inputs(shape, seed)
         expected = self.reference(*args)
+        self._check_signal(expected, shape)
         reply, payload = worker.request({"op": "call"}, wire.encode_values(args, library))
         if not reply.get("ok"):
             return Outcome.runtime_error, Comparison(passed=False, message=str(reply.get("message", "the call raised")))
@@ -198,39 +218,42 @@ class _Run:
 
     # --- timing ------------------------------------------------------------------------------------
 
-    def time_shape(self, baseline: WorkerProcess, candidate: WorkerProcess, shape: Shape, index: int, spec: GpuSpec | None) -> ShapeTiming:
+    def time_shape(
+        self, baseline: WorkerProcess, candidate: WorkerProcess, shape: Shape, index: int, spec: GpuSpec | None
+    ) -> ShapeTiming:
         library = self.task.array_library
-        staged: list[Any] = []
-        for k in range(self.options.inputs_per_shape):
-            staged.extend(self.inputs(shape, _case_seed(self.options.public_seed, self.secret_seed, 1000 + index, k)))
-        payload = wire.encode_values(staged, library)
+        on_gpu = self.device != "cpu"
+        pool = [
+            self.inputs(shape, _case_seed(self.options.public_seed, self.secret_seed, 1000 + index, k))
+            for k in range(self.options.inputs_per_shape)
+        ]
+        payload = wire.encode_values([value for args in pool for value in args], library)
         flush = spec.cache_flush_bytes if spec else DEFAULT_FLUSH_BYTES
-        for worker in (baseline, candidate):
-            worker.request({"op": "stage", "count": self.options.inputs_per_shape}, payload)
+        workers = {"baseline": baseline, "solution": candidate}
+        for name, worker in workers.items():
+            worker.request({"op": "stage", "count": len(pool), "buffers": CALL_BUFFERS}, payload)
             reply, _ = worker.request({"op": "warmup", "min_calls": 10, "min_seconds": 0.025})
-            if not reply.get("ok"):
-                raise _Failed(Outcome.runtime_error if worker is candidate else Outcome.infra_error, str(reply.get("message")))
+            self._require_ok(reply, name)
         samples: dict[str, list[int]] = {"baseline": [], "solution": []}
+        threads: dict[str, int] = {}
         reps = 5
         deadline = time.monotonic() + self.options.time_budget_s
         round_index = 0
         while True:
-            order = [("baseline", baseline), ("solution", candidate)]
+            order = list(workers.items())
             if round_index % 2:
                 order.reverse()
             for name, worker in order:
-                on_gpu = self.device != "cpu"
-                reply, _ = worker.request(
-                    {
-                        "op": "time",
-                        "reps": reps,
-                        "flush_bytes": flush if on_gpu else 0,
-                        "sleep_cycles": LAUNCH_COVER_CYCLES if on_gpu else 0,
-                    }
-                )
-                if not reply.get("ok"):
-                    raise _Failed(Outcome.runtime_error if name == "solution" else Outcome.infra_error, str(reply.get("message")))
+                request = {
+                    "op": "time",
+                    "reps": reps,
+                    "flush_bytes": flush if on_gpu else 0,
+                    "sleep_cycles": LAUNCH_COVER_CYCLES if on_gpu else 0,
+                }
+                reply, _ = worker.request(request)
+                self._require_ok(reply, name)
                 samples[name].extend(int(s) for s in reply["samples_ns"])
+                threads[name] = int(reply.get("python_threads", 0))
             round_index += 1
             enough = all(len(v) >= self.options.min_samples for v in samples.values())
             stable = all(stats.relative_standard_error_of_median(v) < self.options.target_rse for v in samples.values())
@@ -239,11 +262,16 @@ class _Run:
             # Grow the chunk so that per-request overhead stays small for fast kernels.
             slowest = max(stats.median(v) for v in samples.values())
             reps = int(min(200, max(5, 0.05e9 / max(slowest, 1.0))))
+        self._check_timed_outputs(candidate, shape, pool)
+        if threads.get("solution", 0) > threads.get("baseline", 0):
+            self.flags.append(f"spawned_threads: {threads['solution'] - threads['baseline']} extra Python threads")
+        if on_gpu:
+            self._check_side_work(baseline, candidate, shape, stats.median(samples["baseline"]))
         b_med, s_med = stats.median(samples["baseline"]), stats.median(samples["solution"])
         draws = stats.bootstrap_speedup_draws(samples["baseline"], samples["solution"], self.options.bootstrap_draws, seed=index)
         self.speedup_draws.append(draws)
         floor_ns = None
-        if spec is not None and self.device != "cpu":
+        if spec is not None and on_gpu:
             model: Roofline = self.roofline(shape, self.task.dtype, self.task.params)
             floor_ns = model.floor_seconds(spec, self.task.dtype) * 1e9
         return ShapeTiming(
@@ -257,14 +285,82 @@ class _Run:
             roofline_floor_ns=floor_ns,
         )
 
-    def time_all(self, candidate: WorkerProcess) -> None:
+    @staticmethod
+    def _require_ok(reply: dict[str, Any], name: str) -> None:
+        if not reply.get("ok"):
+            outcome = Outcome.runtime_error if name == "solution" else Outcome.infra_error
+            prefix = "" if name == "solution" else "the baseline failed: "
+            raise _Failed(outcome, prefix + str(reply.get("message")))
+
+    def _check_timed_outputs(self, candidate: WorkerProcess, shape: Shape, pool: list[list[Any]]) -> None:
+        """The last output of every call buffer must match the reference of the values it held."""
+        library = self.task.array_library
+        reply, payload = candidate.request({"op": "timed_outputs"})
+        if reply.get("output_type") != "exact":
+            raise _Failed(Outcome.wrong_answer, f"a timed call at shape {shape} returned {reply.get('output_type')}")
+        try:
+            outputs = wire.decode_values(payload, library)
+        except Exception:  # whatever the bytes were, they were not plain arrays
+            raise _Failed(Outcome.wrong_answer, "the outputs of the timed calls could not be decoded") from None
+        for item, output in zip(reply.get("items", []), outputs):
+            expected = self.reference(*pool[int(item)])
+            comparison = compare_outputs(output, _to_cpu(expected), self.task.tolerance)
+            if not comparison.passed:
+                raise _Failed(
+                    Outcome.wrong_answer,
+                    f"the output of a timed call at shape {shape} is wrong (stale or cached?): {comparison.message}",
+                )
+
+    def _check_side_work(self, baseline: WorkerProcess, candidate: WorkerProcess, shape: Shape, baseline_ns: float) -> None:
+        """Flag device work that the stream's events did not see (side streams, late launches)."""
+        gaps = {}
+        for name, worker in (("baseline", baseline), ("solution", candidate)):
+            reply, _ = worker.request({"op": "sync_check", "reps": SYNC_CHECK_CALLS, "sleep_cycles": LAUNCH_COVER_CYCLES})
+            self._require_ok(reply, name)
+            gaps[name] = stats.median([d - s for d, s in zip(reply["device_ns"], reply["stream_ns"])])
+        hidden = gaps["solution"] - gaps["baseline"]
+        if hidden > max(SIDE_WORK_MIN_NS, SIDE_WORK_FRACTION * baseline_ns):
+            raise _Failed(
+                Outcome.tampering,
+                f"at shape {shape} the device stayed busy {hidden / 1e3:.1f} us after the timed stream finished "
+                "(work on another stream or thread escapes the timer)",
+            )
+
+    def time_all(self, candidate: WorkerProcess) -> list[ShapeTiming]:
         _, spec = _machine() if self.device != "cpu" else (None, None)
         with self.worker(self.task.baseline_path) as baseline:
             reply, _ = baseline.request({"op": "load"})
             if not reply.get("ok"):
                 raise _Failed(Outcome.infra_error, f"the baseline does not load: {reply.get('message')}")
-            for index, shape in enumerate(self.task.timed_shapes):
-                self.timings.append(self.time_shape(baseline, candidate, shape, index, spec))
+            return [self.time_shape(baseline, candidate, shape, index, spec) for index, shape in enumerate(self.task.timed_shapes)]
+
+    def time_with_ceiling(self, candidate: WorkerProcess) -> None:
+        """Time; a speedup above the task's ceiling is measured again, hardened, before any credit."""
+        self.timings = self.time_all(candidate)
+        first = stats.geometric_mean([t.speedup for t in self.timings])
+        if first <= self.task.speedup_ceiling:
+            return
+        self.flags.append(f"above_ceiling: {first:.2f}x exceeds the task's {self.task.speedup_ceiling:g}x; re-measured")
+        self.secret_seed = secrets.randbits(32)
+        self.speedup_draws = []
+        hardened = self.options.model_copy(
+            update={"inputs_per_shape": 4 * self.options.inputs_per_shape, "time_budget_s": 2 * self.options.time_budget_s}
+        )
+        saved, self.options = self.options, hardened
+        try:
+            with self.worker(self.solution) as fresh:
+                reply, _ = fresh.request({"op": "load"})
+                self._require_ok(reply, "solution")
+                self.timings = self.time_all(fresh)
+        finally:
+            self.options = saved
+        second = stats.geometric_mean([t.speedup for t in self.timings])
+        if second < REPRODUCE_FRACTION * first:
+            raise _Failed(
+                Outcome.tampering,
+                f"a {first:.2f}x speedup above the task's ceiling did not reproduce in hardened re-measurement "
+                f"({second:.2f}x)",
+            )
 
 
 class _Failed(Exception):
@@ -272,6 +368,12 @@ class _Failed(Exception):
         super().__init__(reason)
         self.outcome = outcome
         self.reason = reason
+
+
+def _as_numpy(value: Any) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        return value
+    return value.detach().float().cpu().numpy()
 
 
 def _to_cpu(value: Any) -> Any:
@@ -322,6 +424,9 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None) -> Gr
     options = options or GradeOptions()
     solution = check_solution_file(task, Path(solution))
     run = _Run(task, solution, options)
+    findings = prescan.scan_source(solution.read_text(encoding="utf-8", errors="replace"))
+    run.flags.extend(finding.flag() for finding in findings)
+    hard = [f for f in findings if f.kind in prescan.HARD_KINDS]
     compiled = correct = False
     outcome, reason = Outcome.ok, ""
     snapshot = integrity.take_snapshot()
@@ -342,14 +447,17 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None) -> Gr
                 raise _Failed(*failure)
             correct = True
             if options.timing and not run.interpreted:
-                run.time_all(candidate)
+                run.time_with_ceiling(candidate)
             elif run.interpreted:
                 run.flags.append("not_timed: Triton ran in the CPU interpreter, whose speed means nothing")
     except _Failed as failed:
         outcome, reason = failed.outcome, failed.reason
     except WorkerFailure as failure:
-        outcome, reason = (Outcome.timeout if failure.kind == "timeout" else Outcome.crash), str(failure)
+        kinds = {"timeout": Outcome.timeout, "tampering": Outcome.tampering}
+        outcome, reason = kinds.get(failure.kind, Outcome.crash), str(failure)
 
+    if hard and outcome in (Outcome.ok, Outcome.wrong_answer, Outcome.runtime_error):
+        outcome, reason = Outcome.tampering, f"line {hard[0].line}: {hard[0].detail}"
     changes = integrity.compare(snapshot)
     if changes:
         integrity.restore(snapshot, changes)

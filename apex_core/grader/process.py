@@ -13,6 +13,7 @@ import functools
 import json
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import subprocess
@@ -78,7 +79,7 @@ def default_memory_bytes() -> int:
 
 
 class WorkerFailure(Exception):
-    """The worker died, hung or broke the protocol; ``kind`` is 'crash' or 'timeout'."""
+    """The worker died, hung or broke the protocol; ``kind`` is 'crash', 'timeout' or 'tampering'."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -175,9 +176,16 @@ class WorkerProcess:
 
     def request(self, header: dict[str, Any], payload: bytes = b"", timeout_s: float | None = None) -> tuple[dict[str, Any], bytes]:
         timeout = self.timeout_s if timeout_s is None else timeout_s
+        nonce = secrets.token_hex(16)
         try:
-            wire.send(self._to_worker, header, payload)
-            return wire.receive(self._from_worker, timeout=timeout)
+            wire.send(self._to_worker, {**header, "nonce": nonce}, payload)
+            reply, reply_payload = wire.receive(self._from_worker, timeout=timeout)
+            if reply.get("nonce") != nonce:
+                self.kill()
+                raise WorkerFailure(
+                    "tampering", f"a reply to '{header.get('op')}' did not carry the judge's nonce: it was forged"
+                )
+            return reply, reply_payload
         except wire.ChannelTimeout:
             self.kill()
             raise WorkerFailure("timeout", f"no answer to '{header.get('op')}' within {timeout:g} s") from None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -40,6 +41,48 @@ def describe_exception(exc: BaseException, solution_path: str) -> str:
     return message + location
 
 
+def _fresh_copy(value: Any) -> Any:
+    """A copy in newly allocated memory (so pointers differ from the pool's)."""
+    if hasattr(value, "clone"):
+        return value.clone()
+    if hasattr(value, "copy"):
+        return value.copy()
+    return value
+
+
+def _copy_into(target: Any, source: Any) -> None:
+    if hasattr(target, "copy_"):
+        target.copy_(source)
+    elif hasattr(target, "shape") and hasattr(target, "dtype"):
+        import numpy as np
+
+        np.copyto(target, source)
+
+
+class _DeviceTimers:
+    """The timing primitives, bound before any solution code is imported.
+
+    A solution that later replaces ``torch.cuda.Event.elapsed_time`` or ``torch.cuda.synchronize``
+    changes the module attributes, not these references.
+    """
+
+    def __init__(self, torch: ModuleType, device: str) -> None:
+        event_type = torch.cuda.Event
+        self.record = event_type.record
+        self.elapsed = event_type.elapsed_time
+        self.synchronize = torch.cuda.synchronize
+        self.sleep = getattr(torch.cuda, "_sleep", None)
+        self.start = event_type(enable_timing=True)
+        self.end = event_type(enable_timing=True)
+        self.idle = event_type(enable_timing=True)
+        self._empty = torch.empty
+        self._int32 = torch.int32
+        self._device = device
+
+    def empty_flush(self, flush_bytes: int) -> Any:
+        return self._empty(flush_bytes // 4, dtype=self._int32, device=self._device)
+
+
 class Worker:
     def __init__(self, solution_path: str, entry_point: str, library: str, device: str) -> None:
         self.solution_path = solution_path
@@ -47,13 +90,20 @@ class Worker:
         self.library = library
         self.device = device
         self.function: Callable[..., Any] | None = None
-        self.staged: list[list[Any]] = []
+        self.pool: list[list[Any]] = []
+        self.buffers: list[list[Any]] = []
+        self.buffer_item: list[int] = []
+        self.next_item = 0
+        self.timed_outputs: dict[int, tuple[int, Any]] = {}
         self.flush_buffer: Any = None
         self.torch: ModuleType | None = None
+        self.timers: _DeviceTimers | None = None
         if library == "torch":
             import torch
 
             self.torch = torch
+            if device.startswith("cuda"):
+                self.timers = _DeviceTimers(torch, device)
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -64,9 +114,8 @@ class Worker:
         return [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
 
     def _synchronize(self) -> None:
-        torch = self.torch
-        if torch is not None and self.device.startswith("cuda"):
-            torch.cuda.synchronize()
+        if self.timers is not None:
+            self.timers.synchronize()
 
     def _is_exact_output_type(self, value: Any) -> bool:
         if self.torch is not None:
@@ -112,12 +161,38 @@ class Worker:
         device = str(output.device) if self.torch is not None else "cpu"
         return {"ok": True, "output_type": "exact", "output_device": device}, payload
 
+    # --- timing -------------------------------------------------------------------------------
+    #
+    # The judge stages a pool of distinct inputs. Timed calls run on a few "call buffers" whose
+    # contents are refreshed from the pool before every call, cycling so that a buffer never sees
+    # the same values twice in a row: a cache keyed on pointers or shapes returns stale outputs,
+    # which the judge catches when it checks the outputs of the timed calls.
+
+    def stage(self, values: list[Any], count: int, buffers: int) -> dict[str, Any]:
+        size = len(values) // count
+        self.pool = [self._to_device(values[i * size : (i + 1) * size]) for i in range(count)]
+        self.buffers = [[_fresh_copy(v) for v in self.pool[i % count]] for i in range(buffers)]
+        self.buffer_item = [i % count for i in range(buffers)]
+        self.next_item = buffers
+        self.timed_outputs: dict[int, tuple[int, Any]] = {}
+        return {"ok": True}
+
+    def _refill(self, slot: int) -> list[Any]:
+        item = self.next_item % len(self.pool)
+        if item == self.buffer_item[slot] and len(self.pool) > 1:
+            item = (item + 1) % len(self.pool)
+        self.next_item = item + 1
+        for target, source in zip(self.buffers[slot], self.pool[item]):
+            _copy_into(target, source)
+        self.buffer_item[slot] = item
+        return self.buffers[slot]
+
     def warmup(self, min_calls: int, min_seconds: float) -> dict[str, Any]:
         assert self.function is not None
         calls, start = 0, _perf_counter_ns()
         try:
             while calls < min_calls or (_perf_counter_ns() - start) / 1e9 < min_seconds:
-                self.function(*self.staged[calls % len(self.staged)])
+                self.function(*self.pool[calls % len(self.pool)])
                 calls += 1
             self._synchronize()
         except BaseException as exc:
@@ -127,81 +202,114 @@ class Worker:
     def time_samples(self, reps: int, flush_bytes: int, sleep_cycles: int) -> dict[str, Any]:
         assert self.function is not None
         samples: list[int] = []
-        torch = self.torch
-        on_gpu = torch is not None and self.device.startswith("cuda")
+        timers = self.timers
         try:
-            if on_gpu:
-                assert torch is not None
-                if self.flush_buffer is None and flush_bytes > 0:
-                    self.flush_buffer = torch.empty(flush_bytes // 4, dtype=torch.int32, device=self.device)
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                sleep = getattr(torch.cuda, "_sleep", None)
-                for i in range(reps):
-                    args = self.staged[i % len(self.staged)]
+            for i in range(reps):
+                slot = i % len(self.buffers)
+                args = self._refill(slot)
+                if timers is not None:
+                    if self.flush_buffer is None and flush_bytes > 0:
+                        self.flush_buffer = timers.empty_flush(flush_bytes)
                     if self.flush_buffer is not None:
                         self.flush_buffer.zero_()
-                    if sleep is not None and sleep_cycles > 0:
+                    if timers.sleep is not None and sleep_cycles > 0:
                         # Keep the device busy while the host launches the call, so that the
                         # events time the kernels, not the Python launch overhead.
-                        sleep(sleep_cycles)
-                    start.record()
-                    self.function(*args)
-                    end.record()
-                    torch.cuda.synchronize()
-                    samples.append(int(start.elapsed_time(end) * 1e6))
-            else:
-                for i in range(reps):
-                    args = self.staged[i % len(self.staged)]
+                        timers.sleep(sleep_cycles)
+                    timers.record(timers.start)
+                    output = self.function(*args)
+                    timers.record(timers.end)
+                    timers.synchronize()
+                    samples.append(int(timers.elapsed(timers.start, timers.end) * 1e6))
+                else:
                     t0 = _perf_counter_ns()
-                    self.function(*args)
+                    output = self.function(*args)
                     samples.append(_perf_counter_ns() - t0)
+                self.timed_outputs[slot] = (self.buffer_item[slot], output)
         except BaseException as exc:
             return {"ok": False, "kind": "runtime_error", "message": describe_exception(exc, self.solution_path)}
-        return {"ok": True, "samples_ns": samples}
+        return {"ok": True, "samples_ns": samples, "python_threads": threading.active_count()}
+
+    def sync_check(self, reps: int, sleep_cycles: int) -> dict[str, Any]:
+        """Per call: the stream's event time and the time until the whole device is idle.
+
+        Work hidden on other streams (or launched by other threads before the call returns)
+        appears in the second but not the first; the judge compares the gap with the baseline's.
+        """
+        assert self.function is not None and self.timers is not None
+        timers, stream_ns, device_ns = self.timers, [], []
+        try:
+            for i in range(reps):
+                args = self._refill(i % len(self.buffers))
+                timers.synchronize()
+                if timers.sleep is not None and sleep_cycles > 0:
+                    timers.sleep(sleep_cycles)
+                timers.record(timers.start)
+                self.function(*args)
+                timers.record(timers.end)
+                timers.synchronize()
+                timers.record(timers.idle)
+                timers.synchronize()
+                stream_ns.append(int(timers.elapsed(timers.start, timers.end) * 1e6))
+                device_ns.append(int(timers.elapsed(timers.start, timers.idle) * 1e6))
+        except BaseException as exc:
+            return {"ok": False, "kind": "runtime_error", "message": describe_exception(exc, self.solution_path)}
+        return {"ok": True, "stream_ns": stream_ns, "device_ns": device_ns, "python_threads": threading.active_count()}
+
+    def timed_outputs_payload(self) -> tuple[dict[str, Any], bytes]:
+        items, values = [], []
+        for slot in sorted(self.timed_outputs):
+            item, output = self.timed_outputs[slot]
+            if not self._is_exact_output_type(output):
+                return {"ok": True, "output_type": f"{type(output).__module__}.{type(output).__qualname__}"}, b""
+            items.append(item)
+            values.append(output)
+        return {"ok": True, "output_type": "exact", "items": items}, wire.encode_values(values, self.library)
+
+    def handle(self, header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
+        op = header.get("op")
+        if op == "load":
+            return self.load(), b""
+        if op == "call":
+            return self.call(wire.decode_values(payload, self.library))
+        if op == "stage":
+            values = wire.decode_values(payload, self.library)
+            return self.stage(values, int(header["count"]), int(header.get("buffers", 3))), b""
+        if op == "warmup":
+            return self.warmup(int(header["min_calls"]), float(header["min_seconds"])), b""
+        if op == "time":
+            reps, flush, sleep = int(header["reps"]), int(header.get("flush_bytes", 0)), int(header.get("sleep_cycles", 0))
+            return self.time_samples(reps, flush, sleep), b""
+        if op == "sync_check":
+            return self.sync_check(int(header["reps"]), int(header.get("sleep_cycles", 0))), b""
+        if op == "timed_outputs":
+            return self.timed_outputs_payload()
+        return {"ok": False, "kind": "infra_error", "message": f"unknown op {op!r}"}, b""
 
     def serve(self, read_fd: int, write_fd: int) -> None:
+        """Answer requests until the judge says exit; every reply echoes its request's nonce."""
         while True:
             try:
                 header, payload = wire.receive(read_fd)
             except wire.ChannelClosed:
                 return
-            op = header.get("op")
-            if op == "load":
-                wire.send(write_fd, self.load())
-            elif op == "call":
-                reply, out = self.call(wire.decode_values(payload, self.library))
-                wire.send(write_fd, reply, out)
-            elif op == "stage":
-                count = int(header["count"])
-                values = wire.decode_values(payload, self.library)
-                size = len(values) // count
-                self.staged = [self._to_device(values[i * size : (i + 1) * size]) for i in range(count)]
-                wire.send(write_fd, {"ok": True})
-            elif op == "warmup":
-                wire.send(write_fd, self.warmup(int(header["min_calls"]), float(header["min_seconds"])))
-            elif op == "time":
-                wire.send(
-                    write_fd,
-                    self.time_samples(
-                        int(header["reps"]), int(header.get("flush_bytes", 0)), int(header.get("sleep_cycles", 0))
-                    ),
-                )
-            elif op == "exit":
+            if header.get("op") == "exit":
                 return
-            else:
-                wire.send(write_fd, {"ok": False, "kind": "infra_error", "message": f"unknown op {op!r}"})
+            nonce = header.pop("nonce", None)
+            reply, out = self.handle(header, payload)
+            wire.send(write_fd, {**reply, "nonce": nonce}, out)
 
 
 def main(argv: list[str]) -> int:
     read_fd, write_fd = int(argv[1]), int(argv[2])
     header, _ = wire.receive(read_fd)
+    nonce = header.get("nonce")
     cpu = header.get("cpu")
     if cpu is not None and hasattr(os, "sched_setaffinity"):
         # Baseline and candidate workers share one core so that neither is timed on a faster one.
         os.sched_setaffinity(0, {int(cpu)})
     worker = Worker(header["solution_path"], header["entry_point"], header["library"], header["device"])
-    wire.send(write_fd, {"ok": True, "pid": os.getpid()})
+    wire.send(write_fd, {"ok": True, "pid": os.getpid(), "nonce": nonce})
     worker.serve(read_fd, write_fd)
     return 0
 

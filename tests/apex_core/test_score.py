@@ -45,3 +45,38 @@ def test_impossible_speedups_are_rejected(bad):
 def test_model_reward_rejects_a_zero_baseline_throughput():
     with pytest.raises(ValueError):
         model_reward(0.5, 0.0, 10.0)
+
+
+@pytest.mark.parametrize(
+    ("speedup", "reward"), [(1.0, 0.5), (2.0, 1.0), (8.0, 2.0), (1000.0, 2.0), (0.5, 0.0), (0.01, 0.0), (None, 0.5)]
+)
+def test_the_rl_reward_of_a_correct_solution_is_clipped_log2_speedup(speedup, reward):
+    from apex_core.score import rl_reward
+
+    assert rl_reward("ok", True, speedup) == pytest.approx(reward)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "correct", "reward"),
+    [
+        ("compile_error", False, -1.0),
+        ("wrong_answer", False, -0.5),
+        ("timeout", False, -0.8),
+        ("crash", False, -0.8),
+        ("runtime_error", False, -0.8),
+        ("tampering", True, -0.5),
+        ("tampering", False, -1.0),
+        ("infra_error", False, None),
+    ],
+)
+def test_failures_get_fixed_penalties_and_infra_errors_no_reward(outcome, correct, reward):
+    from apex_core.score import rl_reward
+
+    assert rl_reward(outcome, correct, 3.0) == reward
+
+
+def test_any_failure_scores_below_any_correct_solution():
+    from apex_core.score import rl_reward
+
+    worst_correct = rl_reward("ok", True, 0.001)
+    assert all(rl_reward(o, False, None) < worst_correct for o in ("compile_error", "wrong_answer", "crash", "tampering"))

@@ -134,3 +134,128 @@ def test_slowing_the_baseline_by_editing_it_earns_no_speedup(task, tmp_path):
         assert baseline.read_bytes() == original
     finally:
         baseline.write_bytes(original)
+
+
+# --- hack classes of peers.md that apply to a CPU task ------------------------------------------
+
+
+def test_a_cache_keyed_on_the_input_buffer_is_caught_by_checking_the_timed_outputs(task, tmp_path):
+    body = """
+    _cache = {}
+    def rms_norm(x, weight, eps):
+        key = (x.__array_interface__["data"][0], x.shape)
+        if key not in _cache:
+            _cache[key] = _correct(x, weight, eps)
+        return _cache[key]
+    """
+    result = grade(task, write(tmp_path, body), FAST)
+    assert result.outcome is Outcome.wrong_answer
+    assert result.speedup is None
+
+
+def test_behaving_only_while_being_checked_is_caught_on_the_timed_calls(task, tmp_path):
+    body = """
+    _calls = []
+    def rms_norm(x, weight, eps):
+        _calls.append(1)
+        if len(_calls) > 60:
+            return np.zeros_like(x)
+        return _correct(x, weight, eps)
+    """
+    result = grade(task, write(tmp_path, body), FAST)
+    assert result.outcome is Outcome.wrong_answer
+    assert "timed call" in result.reason
+
+
+def test_a_forged_reply_written_to_the_judges_channel_is_tampering(task, tmp_path):
+    body = """
+    import json, struct
+    def rms_norm(x, weight, eps):
+        fake = json.dumps({"ok": True, "output_type": "exact", "samples_ns": [1] * 5}).encode()
+        frame = struct.pack(">Q", len(fake)) + fake + struct.pack(">Q", 0)
+        os.write(int(sys.argv[2]), frame)
+        return _correct(x, weight, eps)
+    """
+    result = grade(task, write(tmp_path, body), FAST)
+    assert result.outcome is Outcome.tampering
+    assert "nonce" in result.reason
+    assert result.speedup is None or result.speedup <= 1.0
+
+
+def test_patching_the_timer_does_not_fool_the_timing_and_is_tampering(task, tmp_path):
+    body = """
+    time.perf_counter_ns = lambda: 0
+    time.perf_counter = lambda: 0.0
+    def rms_norm(x, weight, eps):
+        time.sleep(0.002)
+        return _correct(x, weight, eps)
+    """
+    result = grade(task, write(tmp_path, body), FAST)
+    assert result.outcome is Outcome.tampering
+    assert result.speedup <= 1.0
+    assert result.timings[0].solution_median_ns > 1_000_000  # the real 2 ms sleep was measured
+
+
+def test_exiting_at_import_is_a_compile_error_not_a_pass(task, tmp_path):
+    result = grade(task, write(tmp_path, "sys.exit(0)\n"), FAST)
+    assert result.outcome is Outcome.compile_error and "SystemExit" in result.reason
+
+
+def test_printing_pass_changes_nothing(task, tmp_path):
+    body = """
+    def rms_norm(x, weight, eps):
+        print("PASS")
+        print("BENCHMARK_MS: 0.0001")
+        return x.copy()
+    """
+    assert grade(task, write(tmp_path, body), FAST).outcome is Outcome.wrong_answer
+
+
+def test_calling_the_graders_reference_is_tampering(task, tmp_path):
+    body = """
+    from apex_core.kernels.rms_norm import reference_numpy
+    def rms_norm(x, weight, eps):
+        return reference_numpy(x, weight, eps)
+    """
+    result = grade(task, write(tmp_path, body), FAST)
+    assert result.outcome is Outcome.tampering
+    assert result.speedup is None or result.speedup <= 1.0
+
+
+def test_finishing_the_output_in_a_thread_after_returning_is_wrong(task, tmp_path):
+    body = """
+    import threading
+    def rms_norm(x, weight, eps):
+        out = np.zeros_like(x)
+        def later():
+            time.sleep(0.05)
+            out[...] = _correct(x, weight, eps)
+        threading.Thread(target=later).start()
+        return out
+    """
+    result = grade(task, write(tmp_path, body), FAST)
+    assert result.outcome is Outcome.wrong_answer
+    assert any(flag.startswith("prescan:threads_or_processes") for flag in result.flags)
+
+
+def test_an_honest_solution_that_uses_a_thread_pool_is_not_penalized(task, tmp_path):
+    body = """
+    from concurrent.futures import ThreadPoolExecutor
+    _pool = ThreadPoolExecutor(2)
+    def rms_norm(x, weight, eps):
+        halves = np.array_split(np.arange(x.shape[0]), 2)
+        parts = list(_pool.map(lambda rows: _correct(x[rows], weight, eps), halves))
+        return np.concatenate(parts).astype(np.float32)
+    """
+    result = grade(task, write(tmp_path, body), FAST)
+    assert result.outcome is Outcome.ok and result.correct
+    assert result.speedup > 1.0
+
+
+def test_a_speedup_above_the_ceiling_is_re_measured_before_credit(task):
+    canned = Path(__file__).resolve().parents[3] / "apex_core" / "agents" / "canned" / "cpu-mini__rms_norm.py"
+    strict = task.model_copy(update={"speedup_ceiling": 2.0})
+    result = grade(strict, canned, FAST)
+    assert result.outcome is Outcome.ok
+    assert any(flag.startswith("above_ceiling") for flag in result.flags)
+    assert result.speedup > 2.0
