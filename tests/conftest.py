@@ -5,11 +5,19 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+_SESSION_CACHE = Path(tempfile.mkdtemp(prefix="apex-test-cache-"))
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(monkeypatch, tmp_path):
+    """Tests never read or write the user's grade cache."""
+    monkeypatch.setenv("APEX_CACHE_DIR", str(tmp_path / "apex-cache"))
 
 
 def _gpu_available() -> bool:
@@ -31,7 +39,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def run_apex(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run the real ``apex`` command line in a child process, as a user would."""
-    full_env = {**os.environ, **(env or {})}
+    full_env = {**os.environ, "APEX_CACHE_DIR": str(_SESSION_CACHE), **(env or {})}
     full_env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), full_env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return subprocess.run(
         [sys.executable, "-m", "apex_core.cli.main", *args],

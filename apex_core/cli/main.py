@@ -135,26 +135,33 @@ def prompt(
 @app.command()
 def grade(
     task: Annotated[str, typer.Option("--task", help="Task id.")],
-    solution: Annotated[list[Path], typer.Option("--solution", help="Solution file; repeat for several.")],
+    solution: Annotated[list[Path], typer.Option("--solution", help="Solution file(s): --solution a.py b.py ...")],
+    more: Annotated[Optional[list[Path]], typer.Argument(help="More solution files.", show_default=False)] = None,
     as_json: JsonOption = False,
     timeout: Annotated[float, typer.Option(help="Seconds any single step of a solution may take.")] = 180.0,
-    device: Annotated[Optional[str], typer.Option(help="cuda, cuda:N or cpu; default: the GPU if the task needs one.")] = None,
+    device: Annotated[Optional[str], typer.Option(help="GPU index (0, 1, ...), cuda:N or cpu; default: GPU 0 if the task needs one.")] = None,
     no_timing: Annotated[bool, typer.Option("--no-timing", help="Check correctness only.")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Grade again even if this exact solution was graded here before.")] = False,
 ) -> None:
-    """Grade solution files: compile, correctness on all shapes, interleaved timing, score."""
-    from apex_core.grader.judge import GradeOptions, check_solution_file
-    from apex_core.grader.judge import grade as grade_solution
-    from apex_core.tasks import get_task
+    """Grade solution files out of process: compile, correctness on all shapes, interleaved timing, score."""
+    from apex_core.grader.judge import GradeOptions
+    from apex_core.grader.service import grade_solutions
 
-    the_task = get_task(task)
-    paths = [check_solution_file(the_task, path) for path in solution]
-    options = GradeOptions(timeout_s=timeout, device=device, timing=not no_timing)
-    results = [grade_solution(the_task, path, options) for path in paths]
+    options = GradeOptions(timeout_s=timeout, device=_device_name(device), timing=not no_timing)
+    results = grade_solutions(task, [*solution, *(more or [])], options, use_cache=not no_cache)
     if as_json:
         _print_json([r.model_dump(mode="json") for r in results])
         return
     for result in results:
         render.grade_result(console, result)
+
+
+def _device_name(device: str | None) -> str | None:
+    if device is None or device == "cpu" or device.startswith("cuda"):
+        return device
+    if device.isdigit():
+        return f"cuda:{device}"
+    raise ApexUserError(f"--device {device!r} is not a device; give a GPU index (0, 1, ...), cuda:N or cpu")
 
 
 @app.command("eval")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +20,16 @@ from pydantic import BaseModel, Field
 
 import apex_core
 from apex_core.errors import SolutionFileError
-from apex_core.grader import integrity, prescan, stats, wire
+from apex_core.grader import fingerprint, integrity, prescan, stats, wire
+from apex_core.grader.fingerprint import Clocks
 from apex_core.grader.compare import Comparison, compare_outputs, inputs_unchanged
 from apex_core.grader.process import WorkerFailure, WorkerProcess
 from apex_core.grader.result import GradeResult, Outcome, Provenance, ShapeCheck, ShapeTiming
-from apex_core.hardware.detect import DetectedDevice, cpu_name, torch_version, detect
+from apex_core.hardware.detect import DetectedDevice
 from apex_core.hardware.specs import GpuSpec
 from apex_core.hardware.target import spec_for_detected
 from apex_core.kernels.roofline import Roofline
-from apex_core.score import kernel_score
+from apex_core.score import kernel_score, rl_reward
 from apex_core.tasks.schema import Shape, Task, load_reference
 
 GRADER_NAME = "apex-minimal"
@@ -72,9 +72,8 @@ class GradeOptions(BaseModel):
     bootstrap_draws: int = Field(default=1000, ge=100)
 
 
-@lru_cache(maxsize=1)
 def _machine() -> tuple[DetectedDevice, GpuSpec | None]:
-    device = detect()
+    device = fingerprint.detected_device()
     return device, spec_for_detected(device)
 
 
@@ -380,21 +379,25 @@ def _to_cpu(value: Any) -> Any:
     return value.detach().cpu() if hasattr(value, "detach") else value
 
 
-def _provenance(task: Task, solution: Path | None, device_name: str, public_seed: int) -> Provenance:
-    device, _ = _machine() if device_name != "cpu" else (None, None)
+def _provenance(
+    task: Task, solution: Path | None, device_name: str, public_seed: int, clocks_before: Clocks | None = None
+) -> Provenance:
+    on_gpu = device_name != "cpu"
+    env = fingerprint.environment(on_gpu)
     return Provenance(
         task_hash=task.content_hash(),
         solution_hash=_file_hash(solution) if solution is not None and solution.is_file() else "",
         grader=GRADER_NAME,
         grader_version=apex_core.__version__,
-        device=device.product_name if device else cpu_name(),
-        arch=device.arch if device else None,
-        torch_version=torch_version() if task.array_library == "torch" else None,
+        environment=env,
+        environment_key=env.key(),
+        clocks_before=clocks_before,
+        clocks_after=fingerprint.read_clocks(on_gpu),
         timing_method=(
             "cuda events per call after a device spin that hides the launch, cache flush of 2x the "
-            "last-level cache, interleaved A/B, adaptive"
-            if device_name != "cpu"
-            else "perf_counter_ns per call, interleaved A/B, adaptive"
+            "last-level cache, rotating refilled inputs, interleaved A/B, adaptive"
+            if on_gpu
+            else "perf_counter_ns per call, rotating refilled inputs, interleaved A/B, adaptive"
         ),
         public_seed=public_seed,
     )
@@ -410,6 +413,7 @@ def result_without_solution(task: Task, solution: Path, reason: str) -> GradeRes
         compiled=False,
         correct=False,
         score=kernel_score(False, False, None),
+        rl_reward=rl_reward(Outcome.compile_error.value, False, None),
         provenance=_provenance(task, None, "cpu", 0),
         elapsed_s=0.0,
     )
@@ -430,6 +434,7 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None) -> Gr
     compiled = correct = False
     outcome, reason = Outcome.ok, ""
     snapshot = integrity.take_snapshot()
+    clocks_before = fingerprint.read_clocks(run.device != "cpu")
     try:
         if _DIRTY_ENVIRONMENT:
             raise _Failed(
@@ -501,6 +506,7 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None) -> Gr
         timings=run.timings,
         flags=run.flags,
         score=score,
-        provenance=_provenance(task, solution, run.device, options.public_seed),
+        rl_reward=rl_reward(outcome.value, correct, credited if correct else None),
+        provenance=_provenance(task, solution, run.device, options.public_seed, clocks_before),
         elapsed_s=round(time.monotonic() - run.started, 3),
     )

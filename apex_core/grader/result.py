@@ -6,6 +6,7 @@ from enum import Enum
 
 from pydantic import BaseModel, Field
 
+from apex_core.grader.fingerprint import Clocks, Environment
 from apex_core.score import ScoreBreakdown
 
 
@@ -50,11 +51,17 @@ class Provenance(BaseModel):
     solution_hash: str
     grader: str
     grader_version: str
-    device: str
-    arch: str | None
-    torch_version: str | None
+    environment: Environment
+    environment_key: str
+    clocks_before: Clocks | None = None
+    clocks_after: Clocks | None = None
     timing_method: str
     public_seed: int
+    """The public half of the input seeds; the secret half is never recorded."""
+
+    @property
+    def device(self) -> str:
+        return self.environment.device
 
 
 class GradeResult(BaseModel):
@@ -74,8 +81,12 @@ class GradeResult(BaseModel):
     timings: list[ShapeTiming] = Field(default_factory=list)
     flags: list[str] = Field(default_factory=list)
     score: ScoreBreakdown
+    rl_reward: float | None
+    """Bounded reward for RL (apex_core.score.rl_reward); None for infrastructure errors."""
     provenance: Provenance
     elapsed_s: float
+    cached: bool = False
+    """True when this result came from the grade cache rather than a new measurement."""
 
     @property
     def max_abs_error(self) -> float | None:

@@ -10,7 +10,7 @@ else:
 
 import pytest
 
-from apex_core import hosts, mcp_registry
+from apex_core import hosts
 from apex_core.errors import UnknownNameError
 from apex_core.mcp_registry import ServerSpec, ToolSummary
 

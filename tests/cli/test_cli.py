@@ -74,6 +74,15 @@ def test_grade_prints_json_and_exits_zero_whatever_the_verdict(apex_cli, tmp_pat
     assert json.loads(done.stdout)[0]["outcome"] == "wrong_answer"
 
 
+def test_grade_takes_several_solutions_after_one_flag(apex_cli, tmp_path):
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("def rms_norm(x, weight, eps):\n    return x.copy()\n")
+    canned = "apex_core/agents/canned/cpu-mini__rms_norm.py"
+    done = apex_cli("grade", "--task", "cpu-mini__rms_norm", "--solution", str(wrong), canned, "--json", "--no-cache")
+    assert done.returncode == 0, done.stderr
+    assert [r["outcome"] for r in json.loads(done.stdout)] == ["wrong_answer", "ok"]
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
@@ -92,6 +101,7 @@ def test_grade_prints_json_and_exits_zero_whatever_the_verdict(apex_cli, tmp_pat
         (["eval", "--agent", "gpt-42"], "unknown agent backend 'gpt-42'"),
         (["tasks", "list", "--colour"], "No such option: --colour"),
         (["mcp", "install", "--client", "vscode"], "unknown agent client 'vscode'"),
+        (["grade", "--task", "cpu-mini__rms_norm", "--solution", "x.py", "--device", "gpu0"], "is not a device"),
     ],
 )
 def test_bad_input_is_exit_2_and_one_clear_line(apex_cli, args, expected):

@@ -4,7 +4,6 @@ The hack classes of ../shared/research/peers.md that concern processes and files
 children, memory exhaustion, killing itself, editing the grader's or the baseline's files.
 """
 
-import os
 import textwrap
 import time
 from pathlib import Path
