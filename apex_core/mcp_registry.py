@@ -29,8 +29,22 @@ class ServerSpec(BaseModel):
     tool_timeout_s: int = 60
 
 
-SERVERS: tuple[ServerSpec, ...] = ()
-"""Empty until the first server lands (the grader); each later server adds one entry here."""
+SERVERS: tuple[ServerSpec, ...] = (
+    ServerSpec(
+        name="apex-grader",
+        module="servers.grader",
+        description="Grades kernel solutions out of process: correctness, interleaved timing, score, RL reward.",
+        tools=(
+            ToolSummary(name="check_correctness", when_to_use="check a solution on every test and hidden shape, no timing (fast, while iterating)"),
+            ToolSummary(name="grade_solution", when_to_use="the full verdict: correctness, timing against the baseline, score"),
+            ToolSummary(name="benchmark", when_to_use="time a solution against the baseline on the benchmark shapes"),
+            ToolSummary(name="compare", when_to_use="grade several solutions of one task and rank them"),
+            ToolSummary(name="hardware_spec", when_to_use="the target GPU's peak numbers with sources, for roofline estimates"),
+        ),
+        tool_timeout_s=1800,
+    ),
+)
+"""Each server adds one entry here; host configs and prompt tool tables are generated from it."""
 
 
 def tool_names() -> list[str]:

@@ -13,7 +13,7 @@ import hashlib
 import secrets
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -32,7 +32,8 @@ from apex_core.kernels.roofline import Roofline
 from apex_core.score import kernel_score, rl_reward
 from apex_core.tasks.schema import Shape, Task, load_reference
 
-GRADER_NAME = "apex-minimal"
+GRADER_NAME = "apex"
+Progress = Callable[[float, str], None]
 DEFAULT_FLUSH_BYTES = 512 * 1024**2
 CALL_BUFFERS = 3
 """Timed calls rotate over this many input buffers, refilled from the pool before every call."""
@@ -67,6 +68,8 @@ class GradeOptions(BaseModel):
     inputs_per_shape: int = Field(default=8, ge=2)
     """Distinct input sets per timed shape; call buffers are refilled from them before every call."""
     timing: bool = True
+    hidden_shapes: bool = True
+    """Check the hidden shapes too; only a timing-focused run ('benchmark') turns this off."""
     memory_bytes: int | None = Field(default=None, gt=0)
     """Resident memory one solution's processes may hold; default half the machine, at most 16 GiB."""
     bootstrap_draws: int = Field(default=1000, ge=100)
@@ -104,7 +107,8 @@ def check_solution_file(task: Task, solution: Path) -> Path:
 class _Run:
     """State of one grading: what the result model is built from."""
 
-    def __init__(self, task: Task, solution: Path, options: GradeOptions) -> None:
+    def __init__(self, task: Task, solution: Path, options: GradeOptions, progress: Progress | None = None) -> None:
+        self.progress = progress or (lambda fraction, message: None)
         self.task = task
         self.solution = solution
         self.options = options
@@ -157,8 +161,10 @@ class _Run:
 
     def check(self, worker: WorkerProcess) -> tuple[Outcome, str] | None:
         """Run every case; the first failure ends the check and is returned."""
-        cases = [(s, False) for s in self.task.test_shapes] + [(s, True) for s in self.task.hidden_shapes]
+        hidden_shapes = self.task.hidden_shapes if self.options.hidden_shapes else []
+        cases = [(s, False) for s in self.task.test_shapes] + [(s, True) for s in hidden_shapes]
         for index, (shape, hidden) in enumerate(cases):
+            self.progress(0.1 + 0.4 * index / len(cases), f"checking correctness, case {index + 1} of {len(cases)}")
             for k in range(self.options.seeds_per_shape):
                 seed = _case_seed(self.options.public_seed, self.secret_seed, index, k)
                 outcome, comparison = self._check_case(worker, shape, seed)
@@ -331,7 +337,12 @@ class _Run:
             reply, _ = baseline.request({"op": "load"})
             if not reply.get("ok"):
                 raise _Failed(Outcome.infra_error, f"the baseline does not load: {reply.get('message')}")
-            return [self.time_shape(baseline, candidate, shape, index, spec) for index, shape in enumerate(self.task.timed_shapes)]
+            timings = []
+            shapes = self.task.timed_shapes
+            for index, shape in enumerate(shapes):
+                self.progress(0.5 + 0.45 * index / len(shapes), f"timing shape {shape} ({index + 1} of {len(shapes)})")
+                timings.append(self.time_shape(baseline, candidate, shape, index, spec))
+            return timings
 
     def time_with_ceiling(self, candidate: WorkerProcess) -> None:
         """Time; a speedup above the task's ceiling is measured again, hardened, before any credit."""
@@ -423,11 +434,15 @@ _DIRTY_ENVIRONMENT: list[str] = []
 """Set once a solution changed an installed library; nothing graded here after that can be trusted."""
 
 
-def grade(task: Task, solution: Path, options: GradeOptions | None = None) -> GradeResult:
-    """Grade ``solution`` for ``task``; user mistakes (a missing file) raise SolutionFileError."""
+def grade(task: Task, solution: Path, options: GradeOptions | None = None, progress: Progress | None = None) -> GradeResult:
+    """Grade ``solution`` for ``task``; user mistakes (a missing file) raise SolutionFileError.
+
+    ``progress(fraction, message)`` is called as the grading moves through its stages.
+    """
     options = options or GradeOptions()
     solution = check_solution_file(task, Path(solution))
-    run = _Run(task, solution, options)
+    run = _Run(task, solution, options, progress)
+    run.progress(0.0, "starting a worker and loading the solution")
     findings = prescan.scan_source(solution.read_text(encoding="utf-8", errors="replace"))
     run.flags.extend(finding.flag() for finding in findings)
     hard = [f for f in findings if f.kind in prescan.HARD_KINDS]

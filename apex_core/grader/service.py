@@ -15,7 +15,7 @@ from pydantic import BaseModel
 import apex_core
 from apex_core.grader import fingerprint
 from apex_core.grader.cache import GradeCache, grade_key
-from apex_core.grader.judge import GradeOptions, check_solution_file, grade
+from apex_core.grader.judge import GradeOptions, Progress, check_solution_file, grade
 from apex_core.grader.result import GradeResult
 from apex_core.tasks import get_task
 
@@ -32,6 +32,7 @@ def grade_solutions(
     options: GradeOptions | None = None,
     use_cache: bool = True,
     cache: GradeCache | None = None,
+    progress: Progress | None = None,
 ) -> list[GradeResult]:
     options = options or GradeOptions()
     task = get_task(task_id)
@@ -40,13 +41,13 @@ def grade_solutions(
     on_gpu = task.needs_gpu and _gpu_available(options)
     environment_key = fingerprint.environment(on_gpu).key()
     results = []
-    for path in paths:
+    for number, path in enumerate(paths):
         key = _cache_key((task.content_hash(), hashlib.sha256(path.read_bytes()).hexdigest(), environment_key), options)
         cached = cache.get(key) if use_cache else None
         if cached is not None:
             results.append(cached.model_copy(update={"cached": True, "solution_path": str(path)}))
             continue
-        result = grade(task, path, options)
+        result = grade(task, path, options, _scaled(progress, number, len(paths), path))
         for timing in result.timings:
             shape_key = ",".join(f"{k}={v}" for k, v in timing.shape.items())
             drift = cache.check_baseline(result.provenance.task_hash, result.provenance.environment_key, shape_key,
@@ -57,6 +58,14 @@ def grade_solutions(
             cache.put(key, result)
         results.append(result)
     return results
+
+
+def _scaled(progress: Progress | None, number: int, count: int, path: Path) -> Progress | None:
+    """Progress of one solution mapped into the whole call's range."""
+    if progress is None:
+        return None
+    prefix = f"{path.name} ({number + 1} of {count}): " if count > 1 else ""
+    return lambda fraction, message: progress((number + fraction) / count, prefix + message)
 
 
 def _gpu_available(options: GradeOptions) -> bool:

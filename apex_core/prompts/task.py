@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from apex_core import mcp_registry
 from apex_core.hardware.target import HardwareTarget
 from apex_core.models import ModelConfig
 from apex_core.prompts.system import system_prompt
@@ -111,9 +112,11 @@ def task_prompt(
         sections.append(f"## Profiling data\n{profiling.strip()}")
     if insights:
         sections.append("## Insights from earlier runs\n" + "\n".join(f"- {i}" for i in insights))
+    grade_tool = next((n for n in mcp_registry.tool_names() if n.endswith("__grade_solution")), None)
+    how = f"the `{grade_tool}` tool or " if grade_tool else ""
     sections.append(
         "## Done when\n"
-        f"`{solution_path}` is correct on every shape and faster than the baseline; grade it with "
+        f"`{solution_path}` is correct on every shape and faster than the baseline; grade it with {how}"
         f"`apex grade --task {task.id} --solution {solution_path}` before you stop."
     )
     return "\n\n".join(sections) + "\n"

@@ -20,15 +20,15 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize("client", hosts.CLIENTS)
 def test_the_committed_host_files_match_the_registry(client):
     relative, render = hosts.PROJECT_FILES[client]
-    assert (REPO_ROOT / relative).read_text() == render(sys.executable)
+    assert (REPO_ROOT / relative).read_text() == render()
 
 
 def test_installing_writes_each_hosts_file_and_links_the_skills(tmp_path):
     (tmp_path / "skills").mkdir()
     for client in hosts.CLIENTS:
         hosts.install(client, root=tmp_path, python="/venv/bin/python")
-    assert json.loads((tmp_path / ".mcp.json").read_text()) == {"mcpServers": {}}
-    assert json.loads((tmp_path / ".cursor" / "mcp.json").read_text()) == {"mcpServers": {}}
+    assert json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]["apex-grader"]["command"] == "/venv/bin/python"
+    assert json.loads((tmp_path / ".cursor" / "mcp.json").read_text())["mcpServers"]["apex-grader"]["args"] == ["-m", "servers.grader"]
     assert (tmp_path / ".codex" / "config.toml").is_file()
     for link in (".claude/skills", ".agents/skills"):
         assert (tmp_path / link).is_symlink() and (tmp_path / link).resolve() == (tmp_path / "skills").resolve()

@@ -83,6 +83,15 @@ def test_grade_takes_several_solutions_after_one_flag(apex_cli, tmp_path):
     assert [r["outcome"] for r in json.loads(done.stdout)] == ["wrong_answer", "ok"]
 
 
+def test_grade_runs_the_triton_task_in_the_interpreter_and_says_timing_means_nothing_there(apex_cli):
+    done = apex_cli("grade", "--task", "llama-3-1-8b-instruct__rms_norm", "--solution",
+                    "apex_core/kernels/rms_norm/baseline_triton.py", "--json", "--device", "cpu")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)[0]
+    assert result["outcome"] == "ok" and result["correct"] and result["speedup"] is None
+    assert any(flag.startswith("not_timed") for flag in result["flags"])
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [

@@ -37,12 +37,26 @@ def test_every_cli_command_the_prompts_name_exists():
         assert " ".join(words) in registered, command
 
 
-def test_the_system_prompt_lists_no_mcp_tool_while_none_is_registered(target):
+def test_the_system_prompt_lists_the_registered_tools_and_the_cli(target):
     text = system_prompt(target)
-    assert "mcp__" not in text
-    assert "No MCP servers are registered" in text
+    for name in mcp_registry.tool_names():
+        assert f"`{name}`" in text
     for command in CLI_COMMANDS:
         assert command in text
+
+
+def test_every_mcp_tool_a_prompt_names_is_registered(target):
+    import re
+
+    texts = [system_prompt(target), task_prompt(get_task("llama-3-1-8b-instruct__rms_norm"), target)]
+    named = {m for text in texts for m in re.findall(r"mcp__[\w-]+__\w+", text)}
+    assert named and named <= set(mcp_registry.tool_names())
+
+
+def test_without_servers_the_prompt_says_so_and_names_no_tool(target, monkeypatch):
+    monkeypatch.setattr(mcp_registry, "SERVERS", ())
+    text = system_prompt(target)
+    assert "mcp__" not in text and "No MCP servers are registered" in text
 
 
 def test_registered_tools_appear_under_their_host_names(target, monkeypatch):
