@@ -105,7 +105,7 @@ RL_LOG2_CLIP = (-1.0, 3.0)
 RL_TAMPERING_CORRECT = -0.5
 
 
-def rl_reward(outcome: str, correct: bool, speedup: float | None) -> float | None:
+def rl_reward(outcome: str, correct: bool, speedup: float | None, own_work: bool = True) -> float | None:
     """A bounded reward for RL, beside the seed's unbounded score.
 
     Correct solutions earn 0.5 + 0.5·clip(log2 S, −1, 3): 0.5 at parity, 1.0 at 2×, 2.0 at 8× and
@@ -113,7 +113,8 @@ def rl_reward(outcome: str, correct: bool, speedup: float | None) -> float | Non
     still beats any failure. Failures get fixed penalties (−0.5 wrong answer, −0.8 crash, timeout or
     runtime error, −1.0 compile error); tampering earns −0.5 even when the output was right, and
     −1.0 otherwise. Infrastructure errors return None: the sample says nothing about the policy and
-    must be dropped, not rewarded. The range is [−1, 2].
+    must be dropped, not rewarded. A correct answer whose work was not done by the solution's own
+    kernel (``own_work=False``: a library call, a ghost kernel) earns 0.0. The range is [−1, 2].
     """
     if outcome == "infra_error":
         return None
@@ -121,6 +122,8 @@ def rl_reward(outcome: str, correct: bool, speedup: float | None) -> float | Non
         return RL_TAMPERING_CORRECT if correct else RL_REWARD_FOR_OUTCOME["tampering_incorrect"]
     if outcome != "ok" or not correct:
         return RL_REWARD_FOR_OUTCOME.get(outcome, RL_REWARD_FOR_OUTCOME["wrong_answer"])
+    if not own_work:
+        return 0.0
     if speedup is None:
         return RL_CORRECT_BASE
     _check_speedup(speedup)

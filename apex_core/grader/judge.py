@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -23,7 +24,9 @@ from apex_core.errors import SolutionFileError
 from apex_core.grader import fingerprint, integrity, prescan, stats, wire
 from apex_core.grader.fingerprint import Clocks
 from apex_core.grader.compare import Comparison, compare_outputs, inputs_unchanged
-from apex_core.grader.process import WorkerFailure, WorkerProcess
+from apex_core.grader.cache import default_cache_dir
+from apex_core.grader.pool import POOL
+from apex_core.grader.process import WorkerFailure, WorkerProcess, WorkerSpec, sandbox_identity
 from apex_core.grader.result import GradeResult, Outcome, Provenance, ShapeCheck, ShapeTiming
 from apex_core.hardware.detect import DetectedDevice
 from apex_core.hardware.specs import GpuSpec
@@ -37,6 +40,8 @@ Progress = Callable[[float, str], None]
 DEFAULT_FLUSH_BYTES = 512 * 1024**2
 CALL_BUFFERS = 3
 """Timed calls rotate over this many input buffers, refilled from the pool before every call."""
+OWN_KERNEL_SHARE = 0.5
+"""Fraction of a call's device time (copies and memsets aside) the solution's own kernels must take."""
 SIGNAL_FACTOR = 10.0
 REPRODUCE_FRACTION = 0.8
 SYNC_CHECK_CALLS = 15
@@ -61,13 +66,15 @@ class GradeOptions(BaseModel):
     seeds_per_shape: int = Field(default=2, ge=1)
     public_seed: int = Field(default=0, ge=0)
     timeout_s: float = Field(default=180.0, gt=0)
-    time_budget_s: float = Field(default=4.0, gt=0)
+    time_budget_s: float = Field(default=0.6, gt=0)
     """Timing budget per benchmark shape (both solutions together)."""
     target_rse: float = Field(default=0.005, gt=0)
     min_samples: int = Field(default=10, ge=3)
     inputs_per_shape: int = Field(default=8, ge=2)
     """Distinct input sets per timed shape; call buffers are refilled from them before every call."""
     timing: bool = True
+    warm_pool: bool = True
+    """Take workers from the warm pool (libraries already imported) instead of starting them cold."""
     hidden_shapes: bool = True
     """Check the hidden shapes too; only a timing-focused run ('benchmark') turns this off."""
     memory_bytes: int | None = Field(default=None, gt=0)
@@ -122,6 +129,8 @@ class _Run:
         self.make_inputs = load_reference(task.inputs)
         self.reference = load_reference(task.reference)
         self.roofline = load_reference(task.roofline)
+        self.no_custom_kernel = ""
+        """Why the profiler found that the solution's own kernels did not do the work ('' if they did)."""
         self.speedup_draws: list[Any] = []
         """Bootstrap draws of each timed shape's speedup, combined into the overall interval."""
         self.interpreted = False
@@ -140,19 +149,41 @@ class _Run:
 
         return "cuda" if torch.cuda.is_available() else "cpu"
 
-    def worker(self, path: Path) -> WorkerProcess:
-        return WorkerProcess(
-            path,
-            self.task.entry_point,
-            self.task.array_library,
-            self.device,
-            self.options.timeout_s,
-            self.extra_env,
+    def worker(self, path: Path, compile_cache: Path | None = None) -> WorkerProcess:
+        """A started worker with ``path`` loaded; a load failure is raised as the solution's own."""
+        spec = WorkerSpec(
+            library=self.task.array_library,
+            device=self.device,
+            extra_env=tuple(sorted(self.extra_env.items())),
             cpu=_timing_cpu(),
             memory_bytes=self.options.memory_bytes,
             # An address-space cap is safe for NumPy workers only: GPU runtimes reserve huge ranges.
             limit_address_space=self.task.array_library == "numpy",
         )
+        if self.options.warm_pool:
+            worker = POOL.take(spec, self.options.timeout_s)
+        else:
+            worker = WorkerProcess(spec, self.options.timeout_s)
+        try:
+            reply = worker.load(path, self.task.entry_point, compile_cache)
+        except BaseException:
+            worker.close()
+            raise
+        if not reply.get("ok"):
+            worker.close()
+            if path == self.task.baseline_path:
+                raise _Failed(Outcome.infra_error, f"the baseline does not load: {reply.get('message')}")
+            raise _Failed(Outcome.compile_error, str(reply.get("message")))
+        return worker
+
+    def candidate_cache(self) -> Path:
+        """The solution's own compile cache: keyed by its content, so only it can be affected.
+
+        When solutions run as an unprivileged user, the cache sits where that user can reach it.
+        """
+        digest = hashlib.sha256(self.solution.read_bytes()).hexdigest()[:16]
+        root = Path(tempfile.gettempdir()) / "apex-compile" if sandbox_identity() else default_cache_dir() / "compile"
+        return root / digest
 
     def inputs(self, shape: Shape, seed: int) -> list[Any]:
         return list(self.make_inputs(shape, self.task.dtype, seed, self.device, self.task.params))
@@ -268,6 +299,8 @@ class _Run:
             slowest = max(stats.median(v) for v in samples.values())
             reps = int(min(200, max(5, 0.05e9 / max(slowest, 1.0))))
         self._check_timed_outputs(candidate, shape, pool)
+        if index == 0 and on_gpu and self.task.language == "triton":
+            self._check_own_kernels(candidate)
         if threads.get("solution", 0) > threads.get("baseline", 0):
             self.flags.append(f"spawned_threads: {threads['solution'] - threads['baseline']} extra Python threads")
         if on_gpu:
@@ -316,6 +349,27 @@ class _Run:
                     f"the output of a timed call at shape {shape} is wrong (stale or cached?): {comparison.message}",
                 )
 
+    def _check_own_kernels(self, candidate: WorkerProcess) -> None:
+        """A profiler trace of one call must show the solution's own Triton kernels doing the work."""
+        reply, _ = candidate.request({"op": "profile"})
+        self._require_ok(reply, "solution")
+        own = [str(n) for n in reply.get("own_kernels", [])]
+        kernels = {str(k): float(v) for k, v in dict(reply.get("kernels_us", {})).items()}
+        work = {name: us for name, us in kernels.items() if not name.lower().startswith(("memset", "memcpy"))}
+        total = sum(work.values())
+        mine = sum(us for name, us in work.items() if any(kernel in name for kernel in own))
+        others = sorted((n for n in work if not any(k in n for k in own)), key=lambda n: -work[n])[:3]
+        if not own:
+            self.no_custom_kernel = "the solution defines no Triton kernel"
+        elif mine <= 0:
+            self.no_custom_kernel = f"none of the solution's kernels ({', '.join(own)}) ran; the device ran {others}"
+        elif total > 0 and mine / total < OWN_KERNEL_SHARE:
+            self.no_custom_kernel = (
+                f"the solution's kernels did {100 * mine / total:.0f}% of the device time; the rest was {others}"
+            )
+        if self.no_custom_kernel:
+            self.flags.append(f"no_custom_kernel: {self.no_custom_kernel}")
+
     def _check_side_work(self, baseline: WorkerProcess, candidate: WorkerProcess, shape: Shape, baseline_ns: float) -> None:
         """Flag device work that the stream's events did not see (side streams, late launches)."""
         gaps = {}
@@ -334,9 +388,6 @@ class _Run:
     def time_all(self, candidate: WorkerProcess) -> list[ShapeTiming]:
         _, spec = _machine() if self.device != "cpu" else (None, None)
         with self.worker(self.task.baseline_path) as baseline:
-            reply, _ = baseline.request({"op": "load"})
-            if not reply.get("ok"):
-                raise _Failed(Outcome.infra_error, f"the baseline does not load: {reply.get('message')}")
             timings = []
             shapes = self.task.timed_shapes
             for index, shape in enumerate(shapes):
@@ -358,9 +409,7 @@ class _Run:
         )
         saved, self.options = self.options, hardened
         try:
-            with self.worker(self.solution) as fresh:
-                reply, _ = fresh.request({"op": "load"})
-                self._require_ok(reply, "solution")
+            with self.worker(self.solution, self.candidate_cache()) as fresh:
                 self.timings = self.time_all(fresh)
         finally:
             self.options = saved
@@ -457,10 +506,7 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
                 f"an earlier solution changed installed libraries ({_DIRTY_ENVIRONMENT[0]}); reinstall them "
                 "(bash setup.sh) and start a new grading process",
             )
-        with run.worker(solution) as candidate:
-            reply, _ = candidate.request({"op": "load"})
-            if not reply.get("ok"):
-                raise _Failed(Outcome.compile_error, str(reply.get("message")))
+        with run.worker(solution, run.candidate_cache()) as candidate:
             compiled = True
             failure = run.check(candidate)
             if failure:
@@ -501,6 +547,8 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
             outcome, reason = Outcome.tampering, "measured faster than the hardware allows"
         if outcome is Outcome.tampering:
             credited = min(credited, 1.0)
+        if run.no_custom_kernel:
+            credited = None  # a correct answer, but not one made by the solution's own kernel
     if outcome is Outcome.infra_error:
         compiled = correct = False  # never blame the candidate for our failure; no score either way
 
@@ -521,7 +569,7 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
         timings=run.timings,
         flags=run.flags,
         score=score,
-        rl_reward=rl_reward(outcome.value, correct, credited if correct else None),
+        rl_reward=rl_reward(outcome.value, correct, credited if correct else None, own_work=not run.no_custom_kernel),
         provenance=_provenance(task, solution, run.device, options.public_seed, clocks_before),
         elapsed_s=round(time.monotonic() - run.started, 3),
     )

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,42 +105,41 @@ def worker_environment(scratch: Path, extra: dict[str, str] | None = None) -> di
     return env
 
 
-class WorkerProcess:
-    """One solution loaded in one child process."""
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything a worker is started with; workers with equal specs are interchangeable (pooling)."""
 
-    def __init__(
-        self,
-        solution: Path,
-        entry_point: str,
-        library: str,
-        device: str,
-        timeout_s: float,
-        extra_env: dict[str, str] | None = None,
-        cpu: int | None = None,
-        memory_bytes: int | None = None,
-        limit_address_space: bool = False,
-    ) -> None:
+    library: str
+    device: str
+    extra_env: tuple[tuple[str, str], ...] = ()
+    cpu: int | None = None
+    memory_bytes: int | None = None
+    limit_address_space: bool = False
+
+
+class WorkerProcess:
+    """One child process that imports its libraries at start and loads one solution later."""
+
+    def __init__(self, spec: WorkerSpec, timeout_s: float = 180.0) -> None:
+        self.spec = spec
         self.timeout_s = timeout_s
-        self.memory_bytes = memory_bytes or default_memory_bytes()
+        self.memory_bytes = spec.memory_bytes or default_memory_bytes()
         self.scratch = Path(tempfile.mkdtemp(prefix="apex-worker-"))
-        self.solution_copy = self.scratch / solution.name
-        shutil.copyfile(solution, self.solution_copy)
         self.log_path = self.scratch / "worker.log"
-        identity = sandbox_identity()
-        if identity is not None:
-            os.chown(self.scratch, *identity)
-            os.chown(self.solution_copy, *identity)
+        self.identity = sandbox_identity()
+        if self.identity is not None:
+            os.chown(self.scratch, *self.identity)
         to_worker_r, self._to_worker = os.pipe()
         self._from_worker, from_worker_w = os.pipe()
         config = {
             "pass_fds": [to_worker_r, from_worker_w],
             "scratch": str(self.scratch),
             "memory_bytes": self.memory_bytes,
-            "address_space_bytes": self.memory_bytes + 2 * 1024**3 if limit_address_space else None,
+            "address_space_bytes": self.memory_bytes + 2 * 1024**3 if spec.limit_address_space else None,
             "cpu_seconds": int(max(600, 20 * timeout_s)),
             "file_bytes": 1024**3,
-            "uid": identity[0] if identity else None,
-            "gid": identity[1] if identity else None,
+            "uid": self.identity[0] if self.identity else None,
+            "gid": self.identity[1] if self.identity else None,
         }
         worker_argv = [sys.executable, "-s", "-m", "apex_core.grader.worker", str(to_worker_r), str(from_worker_w)]
         with open(self.log_path, "wb") as log:
@@ -150,21 +150,35 @@ class WorkerProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.scratch,
-                env=worker_environment(self.scratch, extra_env),
+                env=worker_environment(self.scratch, dict(spec.extra_env)),
                 start_new_session=True,
             )
         os.close(to_worker_r)
         os.close(from_worker_w)
-        self.request(
+        self.request({"op": "init", "library": spec.library, "device": spec.device, "cpu": spec.cpu})
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def load(self, solution: Path, entry_point: str, compile_cache: Path | None = None) -> dict[str, Any]:
+        """Copy ``solution`` into the scratch directory and import it there."""
+        copy = self.scratch / solution.name
+        shutil.copyfile(solution, copy)
+        if compile_cache is not None:
+            compile_cache.mkdir(parents=True, exist_ok=True)
+        if self.identity is not None:
+            os.chown(copy, *self.identity)
+            if compile_cache is not None:
+                os.chown(compile_cache, *self.identity)
+        reply, _ = self.request(
             {
-                "op": "init",
-                "solution_path": str(self.solution_copy),
+                "op": "load",
+                "solution_path": str(copy),
                 "entry_point": entry_point,
-                "library": library,
-                "device": device,
-                "cpu": cpu,
+                "compile_cache": str(compile_cache) if compile_cache else None,
             }
         )
+        return reply
 
     def log_tail(self, limit: int = 1500) -> str:
         try:

@@ -83,13 +83,30 @@ class _DeviceTimers:
         return self._empty(flush_bytes // 4, dtype=self._int32, device=self._device)
 
 
+def triton_kernel_names(module: ModuleType) -> list[str]:
+    """Names of the Triton kernels a solution module defines (through autotune/heuristics wrappers)."""
+    names = []
+    for value in vars(module).values():
+        kind = type(value).__name__
+        if kind not in ("JITFunction", "Autotuner", "Heuristics", "InterpretedFunction"):
+            continue
+        inner, depth = value, 0
+        while hasattr(inner, "fn") and depth < 8:
+            inner, depth = inner.fn, depth + 1
+        name = getattr(inner, "__name__", None)
+        if isinstance(name, str):
+            names.append(name)
+    return sorted(set(names))
+
+
 class Worker:
-    def __init__(self, solution_path: str, entry_point: str, library: str, device: str) -> None:
-        self.solution_path = solution_path
-        self.entry_point = entry_point
+    def __init__(self, library: str, device: str) -> None:
+        self.solution_path = ""
+        self.entry_point = ""
         self.library = library
         self.device = device
         self.function: Callable[..., Any] | None = None
+        self.own_kernels: list[str] = []
         self.pool: list[list[Any]] = []
         self.buffers: list[list[Any]] = []
         self.buffer_item: list[int] = []
@@ -104,6 +121,11 @@ class Worker:
             self.torch = torch
             if device.startswith("cuda"):
                 self.timers = _DeviceTimers(torch, device)
+                torch.empty(1, device=device)  # create the context now, not inside the first call
+            try:
+                import triton  # noqa: F401  (imported ahead so a pooled worker pays for it before grading)
+            except ImportError:
+                pass
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -126,7 +148,10 @@ class Worker:
 
     # --- operations ---------------------------------------------------------------------------
 
-    def load(self) -> dict[str, Any]:
+    def load(self, solution_path: str, entry_point: str, compile_cache: str | None) -> dict[str, Any]:
+        self.solution_path, self.entry_point = solution_path, entry_point
+        if compile_cache:
+            os.environ["TRITON_CACHE_DIR"] = compile_cache
         spec = importlib.util.spec_from_file_location("apex_solution", self.solution_path)
         if spec is None or spec.loader is None:
             return {"ok": False, "kind": "compile_error", "message": f"cannot import {self.solution_path}"}
@@ -144,7 +169,8 @@ class Worker:
                 "message": f"the solution defines no callable '{self.entry_point}'",
             }
         self.function = function
-        return {"ok": True}
+        self.own_kernels = triton_kernel_names(module)
+        return {"ok": True, "own_kernels": self.own_kernels}
 
     def call(self, args: list[Any]) -> tuple[dict[str, Any], bytes]:
         assert self.function is not None
@@ -256,6 +282,27 @@ class Worker:
             return {"ok": False, "kind": "runtime_error", "message": describe_exception(exc, self.solution_path)}
         return {"ok": True, "stream_ns": stream_ns, "device_ns": device_ns, "python_threads": threading.active_count()}
 
+    def profile_call(self) -> dict[str, Any]:
+        """The device kernels one call launches, with their device time, from PyTorch's profiler."""
+        assert self.function is not None and self.torch is not None
+        from torch.profiler import ProfilerActivity, profile
+
+        args = self._refill(0)
+        self._synchronize()
+        try:
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as trace:
+                self.function(*args)
+                self._synchronize()
+        except BaseException as exc:
+            return {"ok": False, "kind": "runtime_error", "message": describe_exception(exc, self.solution_path)}
+        kernels: dict[str, float] = {}
+        for event in trace.events():
+            if event.device_type != self.torch.autograd.DeviceType.CUDA:
+                continue
+            elapsed = float(getattr(event, "device_time", 0.0) or getattr(event, "cuda_time", 0.0) or 0.0)
+            kernels[event.name] = kernels.get(event.name, 0.0) + elapsed
+        return {"ok": True, "kernels_us": kernels, "own_kernels": self.own_kernels}
+
     def timed_outputs_payload(self) -> tuple[dict[str, Any], bytes]:
         items, values = [], []
         for slot in sorted(self.timed_outputs):
@@ -269,7 +316,7 @@ class Worker:
     def handle(self, header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
         op = header.get("op")
         if op == "load":
-            return self.load(), b""
+            return self.load(str(header["solution_path"]), str(header["entry_point"]), header.get("compile_cache")), b""
         if op == "call":
             return self.call(wire.decode_values(payload, self.library))
         if op == "stage":
@@ -284,6 +331,8 @@ class Worker:
             return self.sync_check(int(header["reps"]), int(header.get("sleep_cycles", 0))), b""
         if op == "timed_outputs":
             return self.timed_outputs_payload()
+        if op == "profile":
+            return self.profile_call(), b""
         return {"ok": False, "kind": "infra_error", "message": f"unknown op {op!r}"}, b""
 
     def serve(self, read_fd: int, write_fd: int) -> None:
@@ -308,7 +357,7 @@ def main(argv: list[str]) -> int:
     if cpu is not None and hasattr(os, "sched_setaffinity"):
         # Baseline and candidate workers share one core so that neither is timed on a faster one.
         os.sched_setaffinity(0, {int(cpu)})
-    worker = Worker(header["solution_path"], header["entry_point"], header["library"], header["device"])
+    worker = Worker(header["library"], header["device"])
     wire.send(write_fd, {"ok": True, "pid": os.getpid(), "nonce": nonce})
     worker.serve(read_fd, write_fd)
     return 0

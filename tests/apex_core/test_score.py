@@ -80,3 +80,9 @@ def test_any_failure_scores_below_any_correct_solution():
 
     worst_correct = rl_reward("ok", True, 0.001)
     assert all(rl_reward(o, False, None) < worst_correct for o in ("compile_error", "wrong_answer", "crash", "tampering"))
+
+
+def test_a_correct_answer_not_made_by_the_solutions_own_kernel_earns_nothing():
+    from apex_core.score import rl_reward
+
+    assert rl_reward("ok", True, 1.5, own_work=False) == 0.0

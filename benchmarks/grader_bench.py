@@ -1,0 +1,138 @@
+"""Grader benchmarks on a GPU: latency, throughput, repeatability, self-consistency, agreement.
+
+Run on the target machine (not a test): ``python benchmarks/grader_bench.py --out results.json``.
+It grades the Triton RMSNorm task of Llama-3.1-8B with the warm pool, then compares the grader's
+solution medians with triton.testing.do_bench and a GPU-MODE-style harness. Record what it
+prints, with machine and date, in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from apex_core.grader.judge import GradeOptions, grade  # noqa: E402
+from apex_core.kernels import rms_norm as rms  # noqa: E402
+from apex_core.tasks import get_task  # noqa: E402
+
+TASK = "llama-3-1-8b-instruct__rms_norm"
+SHAPES = [{"tokens": 8192, "hidden": 4096}, {"tokens": 256, "hidden": 4096}, {"tokens": 4, "hidden": 4096}]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def load(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.rms_norm
+
+
+def gpu_mode_style(fn, shape, max_seconds: float = 4.0) -> float:
+    """Events per call, a 1 GiB clear before each, until the standard error is < 0.1% of the mean."""
+    import torch
+
+    x, w, eps = rms.make_inputs_torch(shape, "bfloat16", 0, "cuda", {"eps": 1e-5})
+    clear = torch.empty(1 << 28, dtype=torch.int32, device="cuda")
+    for _ in range(10):
+        fn(x, w, eps)
+    times: list[float] = []
+    started = time.monotonic()
+    while time.monotonic() - started < max_seconds:
+        clear.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(x, w, eps)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+        if len(times) > 10 and statistics.stdev(times) / math.sqrt(len(times)) / statistics.mean(times) < 0.001:
+            break
+    return statistics.mean(times)
+
+
+def do_bench(fn, shape) -> float:
+    import triton.testing
+
+    x, w, eps = rms.make_inputs_torch(shape, "bfloat16", 0, "cuda", {"eps": 1e-5})
+    return triton.testing.do_bench(lambda: fn(x, w, eps)) * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--solution", type=Path, default=ROOT / "tests/apex_core/grader/gpu_solutions/honest_faster.py")
+    parser.add_argument("--repeats", type=int, default=8)
+    parser.add_argument("--self-repeats", type=int, default=20)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    task = get_task(TASK).model_copy(update={"benchmark_shapes": SHAPES})
+    options = GradeOptions()
+    report: dict = {"options": options.model_dump()}
+
+    grade(task, args.solution, options)  # warms the pool and the compile cache
+    latencies, runs = [], []
+    for _ in range(args.repeats):
+        started = time.monotonic()
+        result = grade(task, args.solution, options)
+        latencies.append(time.monotonic() - started)
+        runs.append(result)
+    report["latency_s"] = {"p50": percentile(latencies, 0.5), "p95": percentile(latencies, 0.95), "all": latencies}
+    report["gradings_per_gpu_hour"] = 3600 / statistics.mean(latencies)
+    report["repeatability"] = {}
+    for i, shape in enumerate(SHAPES):
+        medians = [r.timings[i].solution_median_ns / 1e3 for r in runs]
+        speedups = [r.timings[i].speedup for r in runs]
+        center = statistics.median(medians)
+        report["repeatability"][f"tokens={shape['tokens']}"] = {
+            "solution_median_us": {"min": min(medians), "median": center, "max": max(medians)},
+            "max_deviation_pct": 100 * max(abs(m - center) / center for m in medians),
+            "speedup": {"min": min(speedups), "median": statistics.median(speedups), "max": max(speedups)},
+            "gpu_seconds_per_timing": statistics.mean(
+                (sum(r.timings[i].baseline_samples_ns) + sum(r.timings[i].solution_samples_ns)) / 1e9 for r in runs
+            ),
+        }
+        print(f"(c) {shape}: solution median min/med/max {min(medians):.2f}/{center:.2f}/{max(medians):.2f} us, "
+              f"speedup {min(speedups):.3f}-{max(speedups):.3f}")
+
+    self_runs = [grade(task, task.baseline_path, options) for _ in range(args.self_repeats)]
+    report["baseline_vs_itself"] = {}
+    for i, shape in enumerate(SHAPES):
+        speedups = [r.timings[i].speedup for r in self_runs]
+        contains = sum(1 for r in self_runs if r.timings[i].speedup_ci95[0] <= 1.0 <= r.timings[i].speedup_ci95[1])
+        within = sum(1 for s in speedups if 0.99 <= s <= 1.01)
+        report["baseline_vs_itself"][f"tokens={shape['tokens']}"] = {
+            "speedups": speedups, "intervals_containing_1": contains, "within_1pct": within,
+        }
+        print(f"(d) {shape}: speedups {min(speedups):.3f}-{max(speedups):.3f}, {within}/{len(speedups)} within 1%, "
+              f"{contains}/{len(speedups)} intervals contain 1.0")
+    credited = [r.speedup for r in self_runs]
+    report["baseline_vs_itself"]["credited"] = credited
+
+    fn = load(args.solution)
+    report["agreement"] = {}
+    for i, shape in enumerate(SHAPES):
+        ours = statistics.median(r.timings[i].solution_median_ns / 1e3 for r in runs)
+        gm, db = gpu_mode_style(fn, shape), do_bench(fn, shape)
+        report["agreement"][f"tokens={shape['tokens']}"] = {"apex_us": ours, "gpu_mode_style_us": gm, "do_bench_us": db,
+                                                            "apex_vs_gpu_mode_pct": 100 * (ours - gm) / gm}
+        print(f"(e) {shape}: apex {ours:.2f} us, GPU-MODE-style {gm:.2f} us, do_bench {db:.2f} us")
+    print(f"(a) latency p50 {report['latency_s']['p50']:.2f} s, p95 {report['latency_s']['p95']:.2f} s; "
+          f"(b) {report['gradings_per_gpu_hour']:.0f} gradings per GPU-hour")
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

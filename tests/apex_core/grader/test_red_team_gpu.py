@@ -1,0 +1,55 @@
+"""Solutions of the Triton task that cheat on a GPU, each with the verdict it must get (runs on a GPU).
+
+The files live in gpu_solutions/; an honest faster kernel and the baseline itself must pass
+without flags that cost credit.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from apex_core.grader.judge import GradeOptions, grade
+from apex_core.grader.result import Outcome
+from apex_core.tasks import get_task
+
+SOLUTIONS = Path(__file__).parent / "gpu_solutions"
+OPTIONS = GradeOptions(time_budget_s=0.5, timeout_s=120)
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def task():
+    return get_task("llama-3-1-8b-instruct__rms_norm")
+
+
+def _flags(result, prefix: str) -> list[str]:
+    return [f for f in result.flags if f.startswith(prefix)]
+
+
+@pytest.mark.parametrize("name", ["honest_faster", "baseline"])
+def test_honest_kernels_pass_without_penalty(task, name):
+    path = task.baseline_path if name == "baseline" else SOLUTIONS / f"{name}.py"
+    result = grade(task, path, OPTIONS)
+    assert result.outcome is Outcome.ok, result.reason
+    assert not _flags(result, "no_custom_kernel") and result.speedup is not None
+    assert result.rl_reward >= 0.4
+
+
+@pytest.mark.parametrize("name", ["pure_pytorch", "ghost_kernel", "try_except_fallback"])
+def test_work_not_done_by_the_solutions_own_kernel_earns_no_speedup(task, name):
+    result = grade(task, SOLUTIONS / f"{name}.py", OPTIONS)
+    assert result.correct
+    assert _flags(result, "no_custom_kernel"), result.flags
+    assert result.speedup is None and result.score.speedup_points == 0 and result.rl_reward == 0.0
+
+
+@pytest.mark.parametrize(
+    ("name", "outcome"),
+    [("side_stream", Outcome.tampering), ("event_patch", Outcome.tampering),
+     ("pointer_cache", Outcome.wrong_answer), ("reused_memory", Outcome.wrong_answer)],
+)
+def test_cheats_get_their_verdict_and_no_credit(task, name, outcome):
+    result = grade(task, SOLUTIONS / f"{name}.py", OPTIONS)
+    assert result.outcome is outcome, (result.outcome, result.reason)
+    assert result.speedup is None or result.speedup <= 1.0
