@@ -40,8 +40,12 @@ def take_snapshot(apex_root: Path = APEX_ROOT, library_roots: list[Path] | None 
         if path.suffix in _PROTECTED_SUFFIXES and path.is_file() and "__pycache__" not in path.parts:
             snapshot.contents[path] = path.read_bytes()
     for root in _library_roots() if library_roots is None else library_roots:
-        for directory, _, files in os.walk(root):
+        for directory, subdirectories, files in os.walk(root):
+            # Byte-code caches are rewritten by any process that imports the library; not tampering.
+            subdirectories[:] = [d for d in subdirectories if d != "__pycache__"]
             for name in files:
+                if name.endswith(".pyc"):
+                    continue
                 path = Path(directory, name)
                 try:
                     stat = path.stat()

@@ -74,7 +74,6 @@ class _DeviceTimers:
         self.sleep = getattr(torch.cuda, "_sleep", None)
         self.start = event_type(enable_timing=True)
         self.end = event_type(enable_timing=True)
-        self.idle = event_type(enable_timing=True)
         self._empty = torch.empty
         self._int32 = torch.int32
         self._device = device
@@ -256,32 +255,6 @@ class Worker:
             return {"ok": False, "kind": "runtime_error", "message": describe_exception(exc, self.solution_path)}
         return {"ok": True, "samples_ns": samples, "python_threads": threading.active_count()}
 
-    def sync_check(self, reps: int, sleep_cycles: int) -> dict[str, Any]:
-        """Per call: the stream's event time and the time until the whole device is idle.
-
-        Work hidden on other streams (or launched by other threads before the call returns)
-        appears in the second but not the first; the judge compares the gap with the baseline's.
-        """
-        assert self.function is not None and self.timers is not None
-        timers, stream_ns, device_ns = self.timers, [], []
-        try:
-            for i in range(reps):
-                args = self._refill(i % len(self.buffers))
-                timers.synchronize()
-                if timers.sleep is not None and sleep_cycles > 0:
-                    timers.sleep(sleep_cycles)
-                timers.record(timers.start)
-                self.function(*args)
-                timers.record(timers.end)
-                timers.synchronize()
-                timers.record(timers.idle)
-                timers.synchronize()
-                stream_ns.append(int(timers.elapsed(timers.start, timers.end) * 1e6))
-                device_ns.append(int(timers.elapsed(timers.start, timers.idle) * 1e6))
-        except BaseException as exc:
-            return {"ok": False, "kind": "runtime_error", "message": describe_exception(exc, self.solution_path)}
-        return {"ok": True, "stream_ns": stream_ns, "device_ns": device_ns, "python_threads": threading.active_count()}
-
     def profile_call(self) -> dict[str, Any]:
         """The device kernels one call launches, with their device time, from PyTorch's profiler."""
         assert self.function is not None and self.torch is not None
@@ -327,8 +300,6 @@ class Worker:
         if op == "time":
             reps, flush, sleep = int(header["reps"]), int(header.get("flush_bytes", 0)), int(header.get("sleep_cycles", 0))
             return self.time_samples(reps, flush, sleep), b""
-        if op == "sync_check":
-            return self.sync_check(int(header["reps"]), int(header.get("sleep_cycles", 0))), b""
         if op == "timed_outputs":
             return self.timed_outputs_payload()
         if op == "profile":

@@ -98,7 +98,7 @@ def test_a_solution_correct_only_on_the_visible_shapes_fails_on_a_hidden_one(tas
     assert any(c.hidden and not c.passed for c in result.checks)
     hidden_sizes = {shape["hidden"] for shape in task.hidden_shapes}
     assert all(c.shape == {} and c.max_error_index is None for c in result.checks if c.hidden)
-    assert not any(str(size) in result.reason for size in hidden_sizes)
+    assert not any(f"hidden={size}" in result.reason or f"'hidden': {size}" in result.reason for size in hidden_sizes)
 
 
 def test_the_solution_never_runs_in_the_judges_process(task, tmp_path):
