@@ -88,6 +88,9 @@ def main() -> None:
         result = grade(task, args.solution, options)
         latencies.append(time.monotonic() - started)
         runs.append(result)
+    failed = [r for r in runs if len(r.timings) != len(SHAPES)]
+    if failed:
+        raise SystemExit(f"{len(failed)} of {len(runs)} gradings did not finish timing: {failed[0].outcome.value}: {failed[0].reason}")
     report["latency_s"] = {"p50": percentile(latencies, 0.5), "p95": percentile(latencies, 0.95), "all": latencies}
     report["gradings_per_gpu_hour"] = 3600 / statistics.mean(latencies)
     report["repeatability"] = {}
@@ -107,6 +110,7 @@ def main() -> None:
               f"speedup {min(speedups):.3f}-{max(speedups):.3f}")
 
     self_runs = [grade(task, task.baseline_path, options) for _ in range(args.self_repeats)]
+    self_runs = [r for r in self_runs if len(r.timings) == len(SHAPES)]
     report["baseline_vs_itself"] = {}
     for i, shape in enumerate(SHAPES):
         speedups = [r.timings[i].speedup for r in self_runs]

@@ -44,8 +44,6 @@ OWN_KERNEL_SHARE = 0.5
 """Fraction of a call's device time (copies and memsets aside) the solution's own kernels must take."""
 SIGNAL_FACTOR = 10.0
 REPRODUCE_FRACTION = 0.8
-SIDE_WORK_MIN_NS = 5_000
-SIDE_WORK_FRACTION = 0.25
 LAUNCH_COVER_CYCLES = 1_000_000
 """GPU cycles (~0.5 ms at 2 GHz) the device spins before each timed call, hiding the host's launch."""
 
@@ -270,7 +268,6 @@ class _Run:
             reply, _ = worker.request({"op": "warmup", "min_calls": 10, "min_seconds": 0.025})
             self._require_ok(reply, name)
         samples: dict[str, list[int]] = {"baseline": [], "solution": []}
-        wall = {"baseline": 0, "solution": 0}
         threads: dict[str, int] = {}
         reps = 5
         deadline = time.monotonic() + self.options.time_budget_s
@@ -286,9 +283,7 @@ class _Run:
                     "flush_bytes": flush if on_gpu else 0,
                     "sleep_cycles": LAUNCH_COVER_CYCLES if on_gpu else 0,
                 }
-                started = time.perf_counter_ns()
                 reply, _ = worker.request(request)
-                wall[name] += time.perf_counter_ns() - started
                 self._require_ok(reply, name)
                 samples[name].extend(int(s) for s in reply["samples_ns"])
                 threads[name] = int(reply.get("python_threads", 0))
@@ -301,12 +296,10 @@ class _Run:
             slowest = max(stats.median(v) for v in samples.values())
             reps = int(min(200, max(5, 0.05e9 / max(slowest, 1.0))))
         self._check_timed_outputs(candidate, shape, pool)
-        if index == 0 and on_gpu and self.task.language == "triton":
-            self._check_own_kernels(candidate)
+        if index == 0 and on_gpu:
+            self._check_trace(baseline, candidate)
         if threads.get("solution", 0) > threads.get("baseline", 0):
             self.flags.append(f"spawned_threads: {threads['solution'] - threads['baseline']} extra Python threads")
-        if on_gpu:
-            self._check_side_work(samples, wall, shape)
         b_med, s_med = stats.median(samples["baseline"]), stats.median(samples["solution"])
         draws = stats.bootstrap_speedup_draws(samples["baseline"], samples["solution"], self.options.bootstrap_draws, seed=index)
         self.speedup_draws.append(draws)
@@ -351,13 +344,43 @@ class _Run:
                     f"the output of a timed call at shape {shape} is wrong (stale or cached?): {comparison.message}",
                 )
 
-    def _check_own_kernels(self, candidate: WorkerProcess) -> None:
+    def _check_trace(self, baseline: WorkerProcess, candidate: WorkerProcess) -> None:
+        """Profile one call of each: work must stay on the timed stream and be the solution's own."""
+        traces = {}
+        for name, worker in (("baseline", baseline), ("solution", candidate)):
+            reply, _ = worker.request({"op": "profile"})
+            self._require_ok(reply, name)
+            traces[name] = reply
+        self._check_streams(traces["baseline"], traces["solution"])
+        if self.task.language == "triton":
+            self._check_own_kernels(traces["solution"])
+
+    @staticmethod
+    def _work(trace: dict[str, Any]) -> list[tuple[str, float, int]]:
+        """Kernels of a profile reply, copies and memsets aside: (name, device microseconds, stream)."""
+        kernels = [(str(k[0]), float(k[1]), int(k[2])) for k in trace.get("kernels", []) if len(k) == 3]
+        return [k for k in kernels if not k[0].lower().startswith(("memset", "memcpy"))]
+
+    def _check_streams(self, baseline: dict[str, Any], solution: dict[str, Any]) -> None:
+        """Kernels on a stream the baseline does not use run outside the timed stream's events."""
+        if self.task.allow_side_streams:
+            return
+        timed = {stream for _, _, stream in self._work(baseline)}
+        outside = [(name, stream) for name, _, stream in self._work(solution) if timed and stream not in timed]
+        if outside:
+            name, stream = outside[0]
+            raise _Failed(
+                Outcome.tampering,
+                f"{len(outside)} kernel(s) ran on stream {stream}, not the timed stream ({name[:60]}): work on a side "
+                "stream escapes the timer",
+            )
+
+    def _check_own_kernels(self, trace: dict[str, Any]) -> None:
         """A profiler trace of one call must show the solution's own Triton kernels doing the work."""
-        reply, _ = candidate.request({"op": "profile"})
-        self._require_ok(reply, "solution")
-        own = [str(n) for n in reply.get("own_kernels", [])]
-        kernels = {str(k): float(v) for k, v in dict(reply.get("kernels_us", {})).items()}
-        work = {name: us for name, us in kernels.items() if not name.lower().startswith(("memset", "memcpy"))}
+        own = [str(n) for n in trace.get("own_kernels", [])]
+        work: dict[str, float] = {}
+        for name, us, _ in self._work(trace):
+            work[name] = work.get(name, 0.0) + us
         total = sum(work.values())
         mine = sum(us for name, us in work.items() if any(kernel in name for kernel in own))
         others = sorted((n for n in work if not any(k in n for k in own)), key=lambda n: -work[n])[:3]
@@ -372,26 +395,6 @@ class _Run:
         if self.no_custom_kernel:
             self.flags.append(f"no_custom_kernel: {self.no_custom_kernel}")
 
-    def _check_side_work(self, samples: dict[str, list[int]], wall: dict[str, int], shape: Shape) -> None:
-        """Flag device work the timed stream's events did not see (side streams, late launches).
-
-        Every timed sample ends with a device-wide synchronization, so the judge's own clock around
-        the requests sees all work; the events see only the timed stream's. The difference between
-        the two views must be about the same for the solution as for the baseline.
-        """
-        def per_call(name: str) -> tuple[float, float]:
-            count = len(samples[name])
-            return wall[name] / count, sum(samples[name]) / count
-
-        wall_b, event_b = per_call("baseline")
-        wall_s, event_s = per_call("solution")
-        hidden = (wall_s - wall_b) - (event_s - event_b)
-        if hidden > max(SIDE_WORK_MIN_NS, SIDE_WORK_FRACTION * event_b):
-            raise _Failed(
-                Outcome.tampering,
-                f"at shape {shape} each call kept the device busy {hidden / 1e3:.1f} us longer than the timed "
-                "stream showed (work on another stream or thread escapes the timer)",
-            )
 
     def time_all(self, candidate: WorkerProcess) -> list[ShapeTiming]:
         _, spec = _machine() if self.device != "cpu" else (None, None)

@@ -268,13 +268,14 @@ class Worker:
                 self._synchronize()
         except BaseException as exc:
             return {"ok": False, "kind": "runtime_error", "message": describe_exception(exc, self.solution_path)}
-        kernels: dict[str, float] = {}
+        kernels: list[list[Any]] = []
         for event in trace.events():
             if event.device_type != self.torch.autograd.DeviceType.CUDA:
                 continue
             elapsed = float(getattr(event, "device_time", 0.0) or getattr(event, "cuda_time", 0.0) or 0.0)
-            kernels[event.name] = kernels.get(event.name, 0.0) + elapsed
-        return {"ok": True, "kernels_us": kernels, "own_kernels": self.own_kernels}
+            # For device events the profiler's resource id is the stream the kernel ran on.
+            kernels.append([event.name, elapsed, int(getattr(event, "device_resource_id", -1))])
+        return {"ok": True, "kernels": kernels, "own_kernels": self.own_kernels}
 
     def timed_outputs_payload(self) -> tuple[dict[str, Any], bytes]:
         items, values = [], []

@@ -70,6 +70,8 @@ class Task(BaseModel):
     test_shapes: list[Shape] = Field(min_length=1)
     hidden_shapes: list[Shape] = Field(default_factory=list)
     benchmark_shapes: list[Shape] = Field(default_factory=list)
+    allow_side_streams: bool = False
+    """Whether a solution may launch work on streams of its own (their work must then be awaited)."""
     speedup_ceiling: float = Field(default=10.0, gt=1)
     """Speedups above this are re-measured in a hardened mode before they earn anything."""
     library: LibraryKernel | None = None
