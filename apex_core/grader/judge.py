@@ -48,13 +48,16 @@ LAUNCH_COVER_CYCLES = 1_000_000
 """GPU cycles (~0.5 ms at 2 GHz) the device spins before each timed call, hiding the host's launch."""
 
 
-def _timing_cpu() -> int | None:
-    """One core for both workers' timing: the last one this process may use."""
+def _timing_cpu(device: str) -> int | None:
+    """One core for both workers of a grading: the last one for GPU 0 (or the CPU), the one
+    before it for GPU 1, and so on, so gradings on different GPUs do not share a core."""
     import os
 
     if not hasattr(os, "sched_getaffinity"):
         return None
-    return max(os.sched_getaffinity(0))
+    cores = sorted(os.sched_getaffinity(0))
+    index = int(device.split(":")[1]) if device.startswith("cuda:") else 0
+    return cores[-1 - (index % len(cores))]
 
 
 class GradeOptions(BaseModel):
@@ -152,7 +155,7 @@ class _Run:
             library=self.task.array_library,
             device=self.device,
             extra_env=tuple(sorted(self.extra_env.items())),
-            cpu=_timing_cpu(),
+            cpu=_timing_cpu(self.device),
             memory_bytes=self.options.memory_bytes,
             # An address-space cap is safe for NumPy workers only: GPU runtimes reserve huge ranges.
             limit_address_space=self.task.array_library == "numpy",

@@ -8,7 +8,10 @@ baseline medians to notice machine drift. ``compare`` ranks several solutions of
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from queue import Empty, Queue
 
 from pydantic import BaseModel
 
@@ -40,14 +43,15 @@ def grade_solutions(
     cache = cache or GradeCache()
     on_gpu = task.needs_gpu and _gpu_available(options)
     environment_key = fingerprint.environment(on_gpu).key()
-    results = []
-    for number, path in enumerate(paths):
-        key = _cache_key((task.content_hash(), hashlib.sha256(path.read_bytes()).hexdigest(), environment_key), options)
+    task_hash = task.content_hash()
+
+    def one(number: int, path: Path, device: str | None) -> GradeResult:
+        key = _cache_key((task_hash, hashlib.sha256(path.read_bytes()).hexdigest(), environment_key), options)
         cached = cache.get(key) if use_cache else None
         if cached is not None:
-            results.append(cached.model_copy(update={"cached": True, "solution_path": str(path)}))
-            continue
-        result = grade(task, path, options, _scaled(progress, number, len(paths), path))
+            return cached.model_copy(update={"cached": True, "solution_path": str(path)})
+        local = options if device is None else options.model_copy(update={"device": device})
+        result = grade(task, path, local, _scaled(progress, number, len(paths), path))
         for timing in result.timings:
             shape_key = ",".join(f"{k}={v}" for k, v in timing.shape.items())
             drift = cache.check_baseline(result.provenance.task_hash, result.provenance.environment_key, shape_key,
@@ -56,8 +60,53 @@ def grade_solutions(
                 result.flags.append(drift)
         if use_cache:
             cache.put(key, result)
-        results.append(result)
-    return results
+        return result
+
+    devices = visible_gpus(options) if on_gpu else []
+    return run_per_device([(i, p) for i, p in enumerate(paths)], devices, one)
+
+
+def visible_gpus(options: GradeOptions) -> list[str]:
+    """The GPUs gradings may spread over: the one asked for, else every visible one."""
+    if options.device:
+        return [options.device]
+    import torch
+
+    return [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+
+
+def run_per_device(
+    jobs: list[tuple[int, Path]], devices: list[str], work: Callable[[int, Path, str | None], GradeResult]
+) -> list[GradeResult]:
+    """Run jobs one at a time per device, devices in parallel; results in the jobs' order."""
+    if len(devices) <= 1 or len(jobs) <= 1:
+        device = devices[0] if devices else None
+        return [work(number, path, device) for number, path in jobs]
+    queue: Queue[tuple[int, Path]] = Queue()
+    for job in jobs:
+        queue.put(job)
+    results: dict[int, GradeResult] = {}
+    errors: list[BaseException] = []
+
+    def drain(device: str) -> None:
+        while not errors:
+            try:
+                number, path = queue.get_nowait()
+            except Empty:
+                return
+            try:
+                results[number] = work(number, path, device)
+            except BaseException as error:  # re-raised in the caller's thread below
+                errors.append(error)
+
+    threads = [threading.Thread(target=drain, args=(device,), name=f"apex-grade-{device}") for device in devices]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return [results[number] for number, _ in jobs]
 
 
 def _scaled(progress: Progress | None, number: int, count: int, path: Path) -> Progress | None:

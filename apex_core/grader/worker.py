@@ -119,6 +119,8 @@ class Worker:
 
             self.torch = torch
             if device.startswith("cuda"):
+                # Events, synchronization and default allocations all follow the current device.
+                torch.cuda.set_device(torch.device(device))
                 self.timers = _DeviceTimers(torch, device)
                 torch.empty(1, device=device)  # create the context now, not inside the first call
             try:

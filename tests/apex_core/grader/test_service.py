@@ -47,3 +47,40 @@ def test_a_drifting_baseline_is_flagged(tmp_path):
     assert cache.check_baseline("t" * 64, "env", "rows=1", 1000.0) is None
     assert cache.check_baseline("t" * 64, "env", "rows=1", 1040.0) is None
     assert "baseline_drift" in cache.check_baseline("t" * 64, "env", "rows=1", 2000.0)
+
+
+def test_jobs_spread_over_devices_one_at_a_time_each_and_keep_their_order():
+    import threading
+    import time
+
+    from apex_core.grader.service import run_per_device
+
+    busy: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def work(number, path, device):
+        with lock:
+            busy[device] = busy.get(device, 0) + 1
+            peak[device] = max(peak.get(device, 0), busy[device])
+        time.sleep(0.05)
+        with lock:
+            busy[device] -= 1
+        return (number, device)
+
+    jobs = [(i, Path(f"s{i}.py")) for i in range(6)]
+    results = run_per_device(jobs, ["cuda:0", "cuda:1"], work)
+    assert [number for number, _ in results] == list(range(6))
+    assert set(peak) == {"cuda:0", "cuda:1"} and all(p == 1 for p in peak.values())
+
+
+def test_a_failure_in_one_device_thread_reaches_the_caller():
+    from apex_core.grader.service import run_per_device
+
+    def work(number, path, device):
+        if number == 2:
+            raise RuntimeError("boom")
+        return number
+
+    with pytest.raises(RuntimeError, match="boom"):
+        run_per_device([(i, Path("x.py")) for i in range(4)], ["cuda:0", "cuda:1"], work)
