@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 
 import apex_core
 from apex_core.errors import SolutionFileError
-from apex_core.grader import fingerprint, integrity, prescan, stats, wire
+from apex_core.grader import fingerprint, integrity, native, prescan, stats, wire
 from apex_core.grader.fingerprint import Clocks
 from apex_core.grader.compare import Comparison, compare_outputs, inputs_unchanged
 from apex_core.grader.cache import default_cache_dir
@@ -102,8 +102,11 @@ def check_solution_file(task: Task, solution: Path) -> Path:
         raise SolutionFileError(f"solution file {solution} does not exist; write output/{task.id}/{task.solution_filename}")
     if not solution.is_file():
         raise SolutionFileError(f"solution path {solution} is not a file; expected a {task.solution_filename}")
-    if solution.suffix != ".py":
-        raise SolutionFileError(f"solution {solution} must be a .py file for the {task.language} task {task.id}")
+    allowed = native.COMPILED_SUFFIXES if task.language == "hip" else (".py",)
+    if solution.suffix not in allowed:
+        raise SolutionFileError(
+            f"solution {solution} must be a {' or '.join(allowed)} file for the {task.language} task {task.id}"
+        )
     try:
         solution.read_bytes()
     except OSError as exc:
@@ -173,7 +176,8 @@ class _Run:
             worker.close()
             if path == self.task.baseline_path:
                 raise _Failed(Outcome.infra_error, f"the baseline does not load: {reply.get('message')}")
-            raise _Failed(Outcome.compile_error, str(reply.get("message")))
+            kind = Outcome.infra_error if reply.get("kind") == "infra_error" else Outcome.compile_error
+            raise _Failed(kind, str(reply.get("message")))
         return worker
 
     def candidate_cache(self) -> Path:
@@ -355,7 +359,7 @@ class _Run:
             self._require_ok(reply, name)
             traces[name] = reply
         self._check_streams(traces["baseline"], traces["solution"])
-        if self.task.language == "triton":
+        if self.task.language in ("triton", "hip"):
             self._check_own_kernels(traces["solution"])
 
     @staticmethod
@@ -388,7 +392,7 @@ class _Run:
         mine = sum(us for name, us in work.items() if any(kernel in name for kernel in own))
         others = sorted((n for n in work if not any(k in n for k in own)), key=lambda n: -work[n])[:3]
         if not own:
-            self.no_custom_kernel = "the solution defines no Triton kernel"
+            self.no_custom_kernel = "the solution defines no GPU kernel of its own"
         elif mine <= 0:
             self.no_custom_kernel = f"none of the solution's kernels ({', '.join(own)}) ran; the device ran {others}"
         elif total > 0 and mine / total < OWN_KERNEL_SHARE:

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from apex_core.grader import wire
+from apex_core.grader import native, wire
 
 _perf_counter_ns = time.perf_counter_ns  # bound before any candidate code runs
 
@@ -153,6 +153,8 @@ class Worker:
         self.solution_path, self.entry_point = solution_path, entry_point
         if compile_cache:
             os.environ["TRITON_CACHE_DIR"] = compile_cache
+        if Path(solution_path).suffix in native.COMPILED_SUFFIXES:
+            return self._load_compiled(Path(solution_path))
         spec = importlib.util.spec_from_file_location("apex_solution", self.solution_path)
         if spec is None or spec.loader is None:
             return {"ok": False, "kind": "compile_error", "message": f"cannot import {self.solution_path}"}
@@ -171,6 +173,22 @@ class Worker:
             }
         self.function = function
         self.own_kernels = triton_kernel_names(module)
+        return {"ok": True, "own_kernels": self.own_kernels}
+
+    def _load_compiled(self, source: Path) -> dict[str, Any]:
+        try:
+            module = native.build_extension(source, source.parent / "build")
+        except native.ToolchainMissing as missing:
+            return {"ok": False, "kind": "infra_error", "message": str(missing)}
+        except native.CompileError as error:
+            return {"ok": False, "kind": "compile_error", "message": str(error)}
+        except BaseException as exc:  # importing the built module ran its static initializers
+            return {"ok": False, "kind": "compile_error", "message": describe_exception(exc, str(source))}
+        function = getattr(module, self.entry_point, None)
+        if not callable(function):
+            return {"ok": False, "kind": "compile_error", "message": f"the extension binds no '{self.entry_point}' (m.def)"}
+        self.function = function
+        self.own_kernels = native.kernel_names(source.read_text(errors="replace"))
         return {"ok": True, "own_kernels": self.own_kernels}
 
     def call(self, args: list[Any]) -> tuple[dict[str, Any], bytes]:

@@ -1,0 +1,89 @@
+"""Compiling HIP, CUDA and C++ solutions into importable extensions, and making errors readable.
+
+A ``.hip``/``.cu``/``.cpp`` solution defines the entry point in C++ and binds it with
+``PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("<entry>", &<entry>); }``. It is built by
+``torch.utils.cpp_extension`` (hipcc on ROCm, nvcc on CUDA, the host compiler for ``.cpp``) inside
+the worker's scratch directory. Compiler output is cut down to the error lines that point into
+the solution, with their line numbers. The ROCm path is written against cpp_extension's
+documented behaviour (``.hip`` sources are compiled with hipcc) and has not run on an AMD machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from types import ModuleType
+
+COMPILED_SUFFIXES = (".hip", ".cu", ".cpp")
+
+
+class ToolchainMissing(Exception):
+    """This machine cannot build the solution's kind of source (not the solution's fault)."""
+
+
+def _error_lines(text: str, source_name: str) -> list[str]:
+    patterns = (
+        re.compile(rf"{re.escape(source_name)}\((\d+)\): (?:catastrophic )?error"),  # nvcc
+        re.compile(rf"{re.escape(source_name)}:(\d+):(\d+): (?:fatal )?error"),  # gcc, clang, hipcc
+    )
+    lines = text.splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        if any(p.search(line) for p in patterns):
+            entry = line.strip()[line.strip().find(source_name):]
+            context = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            found.append(f"{entry}" + (f"  |  {context}" if context and "error" not in context else ""))
+    return found
+
+
+def trim_compiler_output(text: str, source_name: str, limit: int = 6) -> str:
+    """The compiler's errors about the solution, each with its line; else the output's last lines."""
+    errors = _error_lines(text, source_name)
+    if errors:
+        more = f" (+{len(errors) - limit} more errors)" if len(errors) > limit else ""
+        return "compilation failed: " + " ;; ".join(errors[:limit]) + more
+    tail = [line.strip() for line in text.splitlines() if line.strip()][-8:]
+    return "compilation failed: " + " ;; ".join(tail)
+
+
+def build_extension(source: Path, build_dir: Path) -> ModuleType:
+    """Compile ``source`` and import it; ToolchainMissing if this machine cannot build that kind."""
+    import torch
+    from torch.utils import cpp_extension
+
+    if source.suffix == ".hip" and not torch.version.hip:
+        raise ToolchainMissing(".hip solutions need a ROCm build of torch; on CUDA machines write the kernel as a .cu file")
+    if source.suffix in (".cu", ".hip") and not (torch.version.cuda or torch.version.hip):
+        raise ToolchainMissing(f"this torch build has neither CUDA nor ROCm, so {source.suffix} solutions cannot be compiled here")
+    build_dir.mkdir(parents=True, exist_ok=True)
+    name = "apex_solution_" + hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    try:
+        return cpp_extension.load(
+            name=name,
+            sources=[str(source)],
+            build_directory=str(build_dir),
+            extra_cflags=["-O3"],
+            extra_cuda_cflags=["-O3"],
+            verbose=False,
+        )
+    except (RuntimeError, OSError) as error:
+        log = _build_log(build_dir) + "\n" + str(error)
+        raise CompileError(trim_compiler_output(log, source.name)) from None
+
+
+_GLOBAL_FUNCTION = re.compile(r"__global__\s+(?:__launch_bounds__\([^)]*\)\s+)?[\w:<>,\s*]*?\b(\w+)\s*\(")
+
+
+def kernel_names(source: str) -> list[str]:
+    """Names of the ``__global__`` kernels a HIP/CUDA source defines (what a profiler trace shows)."""
+    return sorted(set(_GLOBAL_FUNCTION.findall(source)))
+
+
+class CompileError(Exception):
+    """The solution's source did not compile; the message is already trimmed."""
+
+
+def _build_log(build_dir: Path) -> str:
+    log = build_dir / ".ninja_log"
+    return log.read_text(errors="replace") if log.exists() else ""

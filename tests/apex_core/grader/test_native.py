@@ -1,0 +1,125 @@
+"""Compiled (HIP/CUDA/C++) solutions: building them and reporting compiler errors readably."""
+
+import textwrap
+
+import pytest
+import torch
+
+from apex_core.errors import SolutionFileError
+from apex_core.grader.judge import check_solution_file
+from apex_core.grader.native import CompileError, ToolchainMissing, build_extension, kernel_names, trim_compiler_output
+from apex_core.tasks import get_task
+
+# Error lines in the formats nvcc, hipcc (clang) and g++ print them.
+NVCC = """/tmp/apex-worker-x/build/solution.cu(14): error: identifier "blockDimx" is undefined
+      int i = blockIdx.x * blockDimx + threadIdx.x;
+                           ^
+1 error detected in the compilation of "/tmp/apex-worker-x/solution.cu".
+ninja: build stopped: subcommand failed."""
+HIPCC = """/tmp/apex-worker-x/solution.hip:21:5: error: use of undeclared identifier '__shfl_xor_sync'
+   21 |     __shfl_xor_sync(0xffffffff, v, 16);
+      |     ^
+1 error generated when compiling for gfx950."""
+
+
+def test_nvcc_errors_keep_the_file_and_line():
+    message = trim_compiler_output(NVCC, "solution.cu")
+    assert message.startswith("compilation failed: solution.cu(14): error: identifier \"blockDimx\" is undefined")
+    assert "blockIdx.x * blockDimx" in message
+
+
+def test_hipcc_errors_keep_the_file_line_and_column():
+    assert "solution.hip:21:5: error: use of undeclared identifier '__shfl_xor_sync'" in trim_compiler_output(HIPCC, "solution.hip")
+
+
+def test_output_without_recognizable_errors_falls_back_to_its_last_lines():
+    assert trim_compiler_output("linker exploded\nninja: build stopped", "solution.cu").endswith("ninja: build stopped")
+
+
+def test_kernel_names_come_from_global_functions():
+    source = textwrap.dedent(
+        """
+        __global__ void rms_norm_kernel(const float* x, float* y) {}
+        __global__ __launch_bounds__(256) void rows_kernel(int n) {}
+        template <int N> __global__ void tiled(float* a) {}
+        __device__ float helper(float v) { return v; }
+        """
+    )
+    assert kernel_names(source) == ["rms_norm_kernel", "rows_kernel", "tiled"]
+
+
+def test_a_hip_task_takes_compiled_sources_and_others_take_python(tmp_path):
+    hip_task = get_task("llama-3-1-8b-instruct__rms_norm").model_copy(update={"language": "hip"})
+    for suffix in (".hip", ".cu", ".cpp"):
+        path = tmp_path / f"solution{suffix}"
+        path.write_text("// kernel")
+        assert check_solution_file(hip_task, path) == path.resolve()
+    with pytest.raises(SolutionFileError, match="must be a .py file"):
+        check_solution_file(get_task("llama-3-1-8b-instruct__rms_norm"), tmp_path / "solution.cu")
+
+
+@pytest.mark.skipif(bool(torch.version.cuda or torch.version.hip), reason="this torch build can compile GPU sources")
+def test_gpu_sources_on_a_cpu_only_torch_are_a_missing_toolchain_not_a_compile_error(tmp_path):
+    source = tmp_path / "solution.cu"
+    source.write_text("__global__ void k() {}\n")
+    with pytest.raises(ToolchainMissing, match="neither CUDA nor ROCm"):
+        build_extension(source, tmp_path / "build")
+
+
+@pytest.mark.slow
+def test_a_cpp_solution_that_does_not_compile_reports_its_lines(tmp_path):
+    source = tmp_path / "solution.cpp"
+    source.write_text(
+        "#include <torch/extension.h>\n\n"
+        "torch::Tensor rms_norm(torch::Tensor x, torch::Tensor w, double eps) {\n"
+        "    return x * undefined_symbol;\n"
+        "}\n\n"
+        'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("rms_norm", &rms_norm); }\n'
+    )
+    with pytest.raises(CompileError) as failed:
+        build_extension(source, tmp_path / "build")
+    assert "solution.cpp:4:" in str(failed.value) and "undefined_symbol" in str(failed.value)
+
+
+@pytest.mark.slow
+def test_a_cpp_solution_builds_and_runs(tmp_path):
+    source = tmp_path / "solution.cpp"
+    source.write_text(
+        "#include <torch/extension.h>\n\n"
+        "torch::Tensor rms_norm(torch::Tensor x, torch::Tensor w, double eps) {\n"
+        "    auto x32 = x.to(torch::kFloat);\n"
+        "    auto inv = torch::rsqrt(x32.pow(2).mean(-1, true) + eps);\n"
+        "    return (x32 * inv * w.to(torch::kFloat)).to(x.scalar_type());\n"
+        "}\n\n"
+        'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("rms_norm", &rms_norm); }\n'
+    )
+    module = build_extension(source, tmp_path / "build")
+    x, w = torch.randn(3, 64), torch.rand(64)
+    expected = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
+    torch.testing.assert_close(module.rms_norm(x, w, 1e-5), expected)
+
+
+@pytest.mark.slow
+def test_a_compiled_solution_is_graded_through_the_worker(tmp_path):
+    from apex_core.grader.judge import GradeOptions, grade
+    from apex_core.grader.result import Outcome
+
+    task = get_task("llama-3-1-8b-instruct__rms_norm").model_copy(
+        update={"language": "hip", "test_shapes": [{"tokens": 3, "hidden": 4096}], "hidden_shapes": []}
+    )
+    source = tmp_path / "solution.cpp"
+    source.write_text(
+        "#include <torch/extension.h>\n\n"
+        "torch::Tensor rms_norm(torch::Tensor x, torch::Tensor w, double eps) {\n"
+        "    auto x32 = x.to(torch::kFloat);\n"
+        "    auto inv = torch::rsqrt(x32.pow(2).mean(-1, true) + eps);\n"
+        "    return (x32 * inv * w.to(torch::kFloat)).to(x.scalar_type());\n"
+        "}\n\n"
+        'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("rms_norm", &rms_norm); }\n'
+    )
+    result = grade(task, source, GradeOptions(device="cpu", timing=False, timeout_s=300))
+    assert result.outcome is Outcome.ok and result.correct, result.reason
+    broken = tmp_path / "broken.cpp"
+    broken.write_text(source.read_text().replace("return (x32", "return (x33"))
+    failed = grade(task, broken, GradeOptions(device="cpu", timing=False, timeout_s=300))
+    assert failed.outcome is Outcome.compile_error and "broken.cpp:6:" in failed.reason
