@@ -31,7 +31,8 @@ def _library_roots() -> list[Path]:
 @dataclass
 class Snapshot:
     contents: dict[Path, bytes] = field(default_factory=dict)
-    stats: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    stats: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Library files by path string (tens of thousands: plain strings keep the walk fast)."""
 
 
 def take_snapshot(apex_root: Path = APEX_ROOT, library_roots: list[Path] | None = None) -> Snapshot:
@@ -40,25 +41,35 @@ def take_snapshot(apex_root: Path = APEX_ROOT, library_roots: list[Path] | None 
         if path.suffix in _PROTECTED_SUFFIXES and path.is_file() and "__pycache__" not in path.parts:
             snapshot.contents[path] = path.read_bytes()
     for root in _library_roots() if library_roots is None else library_roots:
-        for directory, subdirectories, files in os.walk(root):
-            # Byte-code caches are rewritten by any process that imports the library; not tampering.
-            subdirectories[:] = [d for d in subdirectories if d != "__pycache__"]
-            for name in files:
-                if name.endswith(".pyc"):
-                    continue
-                path = Path(directory, name)
-                try:
-                    stat = path.stat()
-                except OSError:
-                    continue
-                snapshot.stats[path] = (stat.st_size, stat.st_mtime_ns)
+        _stat_tree(str(root), snapshot.stats)
     return snapshot
+
+
+def _stat_tree(root: str, into: dict[str, tuple[int, int]]) -> None:
+    stack = [root]
+    while stack:
+        try:
+            entries = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    # Byte-code caches are rewritten by any process that imports the library.
+                    if entry.name != "__pycache__":
+                        stack.append(entry.path)
+                elif not entry.name.endswith(".pyc"):
+                    try:
+                        stat = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    into[entry.path] = (stat.st_size, stat.st_mtime_ns)
 
 
 @dataclass
 class Changes:
     apex_files: list[Path]
-    library_files: list[Path]
+    library_files: list[str]
 
     def __bool__(self) -> bool:
         return bool(self.apex_files or self.library_files)
