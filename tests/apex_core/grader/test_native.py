@@ -10,6 +10,16 @@ from apex_core.grader.judge import check_solution_file
 from apex_core.grader.native import CompileError, ToolchainMissing, build_extension, kernel_names, trim_compiler_output
 from apex_core.tasks import get_task
 
+CPP_RMS_NORM = (
+    "#include <torch/extension.h>\n\n"
+    "torch::Tensor rms_norm(torch::Tensor x, torch::Tensor w, double eps) {\n"
+    "    auto x32 = x.to(torch::kFloat);\n"
+    "    auto inv = torch::rsqrt(x32.pow(2).mean(-1, true) + eps);\n"
+    "    return (x32 * inv * w.to(torch::kFloat)).to(x.scalar_type());\n"
+    "}\n\n"
+    'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("rms_norm", &rms_norm); }\n'
+)
+
 # Error lines in the formats nvcc, hipcc (clang) and g++ print them.
 NVCC = """/tmp/apex-worker-x/build/solution.cu(14): error: identifier "blockDimx" is undefined
       int i = blockIdx.x * blockDimx + threadIdx.x;
@@ -84,15 +94,7 @@ def test_a_cpp_solution_that_does_not_compile_reports_its_lines(tmp_path):
 @pytest.mark.slow
 def test_a_cpp_solution_builds_and_runs(tmp_path):
     source = tmp_path / "solution.cpp"
-    source.write_text(
-        "#include <torch/extension.h>\n\n"
-        "torch::Tensor rms_norm(torch::Tensor x, torch::Tensor w, double eps) {\n"
-        "    auto x32 = x.to(torch::kFloat);\n"
-        "    auto inv = torch::rsqrt(x32.pow(2).mean(-1, true) + eps);\n"
-        "    return (x32 * inv * w.to(torch::kFloat)).to(x.scalar_type());\n"
-        "}\n\n"
-        'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("rms_norm", &rms_norm); }\n'
-    )
+    source.write_text(CPP_RMS_NORM)
     module = build_extension(source, tmp_path / "build")
     x, w = torch.randn(3, 64), torch.rand(64)
     expected = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
@@ -108,15 +110,7 @@ def test_a_compiled_solution_is_graded_through_the_worker(tmp_path):
         update={"language": "hip", "test_shapes": [{"tokens": 3, "hidden": 4096}], "hidden_shapes": []}
     )
     source = tmp_path / "solution.cpp"
-    source.write_text(
-        "#include <torch/extension.h>\n\n"
-        "torch::Tensor rms_norm(torch::Tensor x, torch::Tensor w, double eps) {\n"
-        "    auto x32 = x.to(torch::kFloat);\n"
-        "    auto inv = torch::rsqrt(x32.pow(2).mean(-1, true) + eps);\n"
-        "    return (x32 * inv * w.to(torch::kFloat)).to(x.scalar_type());\n"
-        "}\n\n"
-        'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("rms_norm", &rms_norm); }\n'
-    )
+    source.write_text(CPP_RMS_NORM)
     result = grade(task, source, GradeOptions(device="cpu", timing=False, timeout_s=300))
     assert result.outcome is Outcome.ok and result.correct, result.reason
     broken = tmp_path / "broken.cpp"

@@ -1,9 +1,10 @@
 """Solutions of the Triton task that cheat on a GPU, each with the verdict it must get (runs on a GPU).
 
-The files live in gpu_solutions/; an honest faster kernel and the baseline itself must pass
-without flags that cost credit.
+The solutions are written from red_team_gpu_solutions.py; an honest faster kernel and the
+baseline itself must pass without flags that cost credit.
 """
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,9 @@ from apex_core.grader.judge import GradeOptions, grade
 from apex_core.grader.result import Outcome
 from apex_core.tasks import get_task
 
-SOLUTIONS = Path(__file__).parent / "gpu_solutions"
+_spec = importlib.util.spec_from_file_location("red_team_gpu_solutions", Path(__file__).parent / "red_team_gpu_solutions.py")
+solutions = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(solutions)
 OPTIONS = GradeOptions(time_budget_s=0.5, timeout_s=120)
 
 pytestmark = pytest.mark.gpu
@@ -28,8 +31,8 @@ def _flags(result, prefix: str) -> list[str]:
 
 
 @pytest.mark.parametrize("name", ["honest_faster", "baseline"])
-def test_honest_kernels_pass_without_penalty(task, name):
-    path = task.baseline_path if name == "baseline" else SOLUTIONS / f"{name}.py"
+def test_honest_kernels_pass_without_penalty(task, name, tmp_path):
+    path = task.baseline_path if name == "baseline" else solutions.write_solution(name, tmp_path)
     result = grade(task, path, OPTIONS)
     assert result.outcome is Outcome.ok, result.reason
     assert not _flags(result, "no_custom_kernel") and result.speedup is not None
@@ -37,8 +40,8 @@ def test_honest_kernels_pass_without_penalty(task, name):
 
 
 @pytest.mark.parametrize("name", ["pure_pytorch", "ghost_kernel", "try_except_fallback"])
-def test_work_not_done_by_the_solutions_own_kernel_earns_no_speedup(task, name):
-    result = grade(task, SOLUTIONS / f"{name}.py", OPTIONS)
+def test_work_not_done_by_the_solutions_own_kernel_earns_no_speedup(task, name, tmp_path):
+    result = grade(task, solutions.write_solution(name, tmp_path), OPTIONS)
     assert result.correct
     assert _flags(result, "no_custom_kernel"), result.flags
     assert result.speedup is None and result.score.speedup_points == 0 and result.rl_reward == 0.0
@@ -49,7 +52,7 @@ def test_work_not_done_by_the_solutions_own_kernel_earns_no_speedup(task, name):
     [("side_stream", Outcome.tampering), ("event_patch", Outcome.tampering),
      ("pointer_cache", Outcome.wrong_answer), ("reused_memory", Outcome.wrong_answer)],
 )
-def test_cheats_get_their_verdict_and_no_credit(task, name, outcome):
-    result = grade(task, SOLUTIONS / f"{name}.py", OPTIONS)
+def test_cheats_get_their_verdict_and_no_credit(task, name, outcome, tmp_path):
+    result = grade(task, solutions.write_solution(name, tmp_path), OPTIONS)
     assert result.outcome is outcome, (result.outcome, result.reason)
     assert result.speedup is None or result.speedup <= 1.0
