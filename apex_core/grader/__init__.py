@@ -1,6 +1,7 @@
 """Grading: run a candidate out of process, check it against the reference, time it, score it.
 
-This is the foundation's minimal grader. It already keeps candidate code out of the judge's
-process and interleaves baseline and candidate timings; the hardened grader (sandbox limits,
-nonce-bound channel, profiler proof, red-team suite) replaces it.
+``judge`` orchestrates one grading; ``worker`` is the child that runs a solution (under
+``reaper``, with ``process`` as the judge's handle and ``pool`` keeping workers warm); ``wire`` is
+their channel; ``compare``, ``stats``, ``trace_checks``, ``prescan`` and ``integrity`` decide;
+``native`` builds HIP/CUDA/C++ solutions; ``service`` is what the CLI and MCP server call.
 """
