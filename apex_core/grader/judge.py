@@ -20,7 +20,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 import apex_core
-from apex_core.errors import SolutionFileError
+from apex_core.errors import ApexUserError, SolutionFileError
 from apex_core.grader import fingerprint, integrity, native, prescan, stats, trace_checks, wire
 from apex_core.grader.fingerprint import Clocks
 from apex_core.grader.compare import Comparison, compare_outputs, inputs_unchanged
@@ -143,13 +143,22 @@ class _Run:
             self.interpreted = True
 
     def _choose_device(self) -> str:
-        if self.options.device:
-            return self.options.device
+        requested = self.options.device
         if self.task.array_library != "torch":
+            if requested not in (None, "cpu"):
+                raise ApexUserError(f"{self.task.id} is a CPU task; leave out --device or give --device cpu")
             return "cpu"
         import torch
 
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        if requested is None:
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        if requested.startswith("cuda"):
+            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            index = int(requested.split(":")[1]) if ":" in requested else 0
+            if index >= count:
+                seen = f"{count} GPU(s) are visible" if count else "no GPU is visible"
+                raise ApexUserError(f"device {requested} does not exist here ({seen}); use --device cpu or a GPU index below {max(count, 1)}")
+        return requested
 
     def worker(self, path: Path, compile_cache: Path | None = None) -> WorkerProcess:
         """A started worker with ``path`` loaded; a load failure is raised as the solution's own."""

@@ -111,6 +111,10 @@ def test_grade_runs_the_triton_task_in_the_interpreter_and_says_timing_means_not
         (["tasks", "list", "--colour"], "No such option: --colour"),
         (["mcp", "install", "--client", "vscode"], "unknown agent client 'vscode'"),
         (["grade", "--task", "cpu-mini__rms_norm", "--solution", "x.py", "--device", "gpu0"], "is not a device"),
+        (["grade", "--task", "cpu-mini__rms_norm", "--solution", "apex_core/agents/canned/cpu-mini__rms_norm.py",
+          "--device", "0"], "is a CPU task"),
+        (["grade", "--task", "llama-3-1-8b-instruct__rms_norm", "--solution",
+          "apex_core/kernels/rms_norm/baseline_triton.py", "--device", "7", "--no-cache"], "does not exist here"),
     ],
 )
 def test_bad_input_is_exit_2_and_one_clear_line(apex_cli, args, expected):
