@@ -47,6 +47,7 @@ def run_eval(
     prompt_path = task_dir / "prompt.md"
     prompt_path.write_text(f"<!-- system prompt -->\n{system}\n<!-- task prompt -->\n{prompt}", encoding="utf-8")
     run = agent.run(task, system, prompt, workspace, solution)
+    options = options or GradeOptions(warm_pool=False)
     try:
         result = grade(task, solution, options)
     except SolutionFileError as missing:

@@ -147,8 +147,10 @@ def grade(
     from apex_core.grader.judge import GradeOptions
     from apex_core.grader.service import grade_solutions
 
-    options = GradeOptions(timeout_s=timeout, device=_device_name(device), timing=not no_timing)
-    results = grade_solutions(task, [*solution, *(more or [])], options, use_cache=not no_cache)
+    paths = [*solution, *(more or [])]
+    # A one-shot command grading one file gains nothing from keeping workers warm for later.
+    options = GradeOptions(timeout_s=timeout, device=_device_name(device), timing=not no_timing, warm_pool=len(paths) > 1)
+    results = grade_solutions(task, paths, options, use_cache=not no_cache)
     if as_json:
         _print_json([r.model_dump(mode="json") for r in results])
         return

@@ -73,7 +73,7 @@ class GradeOptions(BaseModel):
     """Distinct input sets per timed shape; call buffers are refilled from them before every call."""
     timing: bool = True
     warm_pool: bool = True
-    """Take workers from the warm pool (libraries already imported) instead of starting them cold."""
+    """Take workers from the warm pool (libraries already imported) and top it up afterwards."""
     hidden_shapes: bool = True
     """Check the hidden shapes too; only a timing-focused run ('benchmark') turns this off."""
     memory_bytes: int | None = Field(default=None, gt=0)
@@ -162,15 +162,7 @@ class _Run:
 
     def worker(self, path: Path, compile_cache: Path | None = None) -> WorkerProcess:
         """A started worker with ``path`` loaded; a load failure is raised as the solution's own."""
-        spec = WorkerSpec(
-            library=self.task.array_library,
-            device=self.device,
-            extra_env=tuple(sorted(self.extra_env.items())),
-            cpu=_timing_cpu(self.device),
-            memory_bytes=self.options.memory_bytes,
-            # An address-space cap is safe for NumPy workers only: GPU runtimes reserve huge ranges.
-            limit_address_space=self.task.array_library == "numpy",
-        )
+        spec = self.worker_spec()
         if self.options.warm_pool:
             worker = POOL.take(spec, self.options.timeout_s)
         else:
@@ -187,6 +179,17 @@ class _Run:
             kind = Outcome.infra_error if reply.get("kind") == "infra_error" else Outcome.compile_error
             raise _Failed(kind, str(reply.get("message")))
         return worker
+
+    def worker_spec(self) -> WorkerSpec:
+        return WorkerSpec(
+            library=self.task.array_library,
+            device=self.device,
+            extra_env=tuple(sorted(self.extra_env.items())),
+            cpu=_timing_cpu(self.device),
+            memory_bytes=self.options.memory_bytes,
+            # An address-space cap is safe for NumPy workers only: GPU runtimes reserve huge ranges.
+            limit_address_space=self.task.array_library == "numpy",
+        )
 
     def candidate_cache(self) -> Path:
         """The solution's own compile cache: keyed by its content, so only it can be affected.
@@ -520,6 +523,8 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
 
     if hard and outcome in (Outcome.ok, Outcome.wrong_answer, Outcome.runtime_error):
         outcome, reason = Outcome.tampering, f"line {hard[0].line}: {hard[0].detail}"
+    if options.warm_pool:
+        POOL.prepare(run.worker_spec())
     changes = integrity.compare(snapshot)
     if changes:
         integrity.restore(snapshot, changes)

@@ -2,7 +2,9 @@
 
 A grading takes a ready worker instead of paying for process start, ``import torch``/``triton``
 and context creation; each worker still serves exactly one solution and is then killed, so no
-state passes from one candidate to the next. A background thread starts the replacement.
+state passes from one candidate to the next. Replacements are started in the background once a
+grading has finished. Worth it in long-lived processes (the MCP server, RL graders); a one-shot
+command grading one file does better without it.
 """
 
 from __future__ import annotations
@@ -34,8 +36,12 @@ class WorkerPool:
         if worker is None:
             worker = WorkerProcess(spec, timeout_s)
         worker.timeout_s = timeout_s
-        self._refill_later(spec)
         return worker
+
+    def prepare(self, spec: WorkerSpec) -> None:
+        """Top the pool up for ``spec`` in the background; called after a grading, never during one,
+        so starting workers does not disturb a measurement."""
+        self._refill_later(spec)
 
     def _refill_later(self, spec: WorkerSpec) -> None:
         def refill() -> None:

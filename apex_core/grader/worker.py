@@ -106,6 +106,7 @@ class Worker:
         self.device = device
         self.function: Callable[..., Any] | None = None
         self.own_kernels: list[str] = []
+        self.cpu: int | None = None
         self.pool: list[list[Any]] = []
         self.buffers: list[list[Any]] = []
         self.buffer_item: list[int] = []
@@ -151,6 +152,10 @@ class Worker:
 
     def load(self, solution_path: str, entry_point: str, compile_cache: str | None) -> dict[str, Any]:
         self.solution_path, self.entry_point = solution_path, entry_point
+        if self.cpu is not None and hasattr(os, "sched_setaffinity"):
+            # Pinned only now, not while idle in the pool: baseline and candidate share one core so
+            # that neither is timed on a faster one.
+            os.sched_setaffinity(0, {int(self.cpu)})
         if compile_cache:
             os.environ["TRITON_CACHE_DIR"] = compile_cache
         if Path(solution_path).suffix in native.COMPILED_SUFFIXES:
@@ -345,11 +350,8 @@ def main(argv: list[str]) -> int:
     read_fd, write_fd = int(argv[1]), int(argv[2])
     header, _ = wire.receive(read_fd)
     nonce = header.get("nonce")
-    cpu = header.get("cpu")
-    if cpu is not None and hasattr(os, "sched_setaffinity"):
-        # Baseline and candidate workers share one core so that neither is timed on a faster one.
-        os.sched_setaffinity(0, {int(cpu)})
     worker = Worker(header["library"], header["device"])
+    worker.cpu = header.get("cpu")
     wire.send(write_fd, {"ok": True, "pid": os.getpid(), "nonce": nonce})
     worker.serve(read_fd, write_fd)
     return 0
