@@ -61,10 +61,6 @@ class WorkerPool:
 
         threading.Thread(target=refill, name="apex-worker-pool", daemon=True).start()
 
-    def ready_count(self, spec: WorkerSpec) -> int:
-        with self._lock:
-            return sum(1 for w in self._ready.get(spec, []) if w.alive())
-
     def shutdown(self) -> None:
         with self._lock:
             self._closed = True

@@ -71,8 +71,14 @@ def _roofline_section(task: Task, target: HardwareTarget) -> str:
         model = roofline(shape, task.dtype, task.params)
         line = f"- {_shape_text(shape)}: {model.bytes_moved:,} bytes, {model.flops:,} FLOPs"
         if target.spec is not None and task.needs_gpu:
-            floor_us = model.floor_seconds(target.spec, task.dtype) * 1e6
-            line += f"; no call can beat {floor_us:.2f} us on the {target.spec.product_name}"
+            spec = target.spec
+            floor_us = model.floor_seconds(spec, task.dtype) * 1e6
+            ridge = spec.peak_flops(task.dtype) / spec.peak_bandwidth_bytes_per_s
+            bound = "memory-bound" if model.arithmetic_intensity() < ridge else "compute-bound"
+            line += (
+                f"; {model.arithmetic_intensity():.2f} FLOP/byte against the matrix-core ridge of {ridge:.0f} ({bound}); "
+                f"no call can beat {floor_us:.2f} us on the {spec.product_name}"
+            )
         lines.append(line)
     return "\n".join(lines)
 

@@ -77,6 +77,7 @@ def test_the_task_prompt_carries_hardware_model_contract_and_baseline(target):
     assert "_rms_norm_row_kernel" in text  # baseline inline
     assert "def reference_torch" in text  # reference inline
     assert "no call can beat" in text
+    assert "(memory-bound)" in text  # rms_norm's intensity is far below the MI355X's ridge point
 
 
 def test_hidden_shapes_are_counted_but_not_shown(target):
