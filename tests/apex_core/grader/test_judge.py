@@ -144,3 +144,13 @@ def test_the_triton_baseline_is_graded_correct_in_the_cpu_interpreter_without_ti
     assert result.outcome is Outcome.ok and result.correct
     assert result.speedup is None and any(f.startswith("not_timed") for f in result.flags)
     assert result.score.total == 120
+
+
+def test_a_task_whose_reference_is_tolerance_sized_is_the_tasks_fault(task):
+    from apex_core.tasks.schema import Tolerance
+
+    loose = task.model_copy(update={"tolerances": {"float32": Tolerance(atol=100.0, rtol=0.0)}})
+    result = grade(loose, CANNED, FAST)
+    assert result.outcome is Outcome.infra_error
+    assert "needs inputs with more signal" in result.reason
+    assert result.rl_reward is None and result.score.total == 0
