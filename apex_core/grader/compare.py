@@ -21,7 +21,8 @@ class Comparison(BaseModel):
     message: str = ""
 
 
-def _as_float64(value: Any) -> np.ndarray:
+def as_float64(value: Any) -> np.ndarray:
+    """An array or tensor as a float64 NumPy array on the host."""
     if isinstance(value, np.ndarray):
         return value.astype(np.float64)
     import torch
@@ -41,7 +42,7 @@ def compare_outputs(output: Any, reference: Any, tolerance: Tolerance) -> Compar
         return Comparison(passed=False, message=f"shape {tuple(output.shape)}, expected {tuple(reference.shape)}")
     if _dtype_name(output) != _dtype_name(reference):
         return Comparison(passed=False, message=f"dtype {_dtype_name(output)}, expected {_dtype_name(reference)}")
-    out, ref = _as_float64(output), _as_float64(reference)
+    out, ref = as_float64(output), as_float64(reference)
     if out.size == 0:
         return Comparison(passed=True, max_abs_error=0.0)
     nan_mismatch = np.isnan(out) != np.isnan(ref)

@@ -23,7 +23,7 @@ import apex_core
 from apex_core.errors import ApexUserError, SolutionFileError
 from apex_core.grader import fingerprint, integrity, native, prescan, stats, trace_checks, wire
 from apex_core.grader.fingerprint import Clocks
-from apex_core.grader.compare import Comparison, compare_outputs, inputs_unchanged
+from apex_core.grader.compare import Comparison, as_float64, compare_outputs, inputs_unchanged
 from apex_core.grader.cache import default_cache_dir
 from apex_core.grader.pool import POOL
 from apex_core.grader.process import WorkerFailure, WorkerProcess, WorkerSpec, sandbox_identity
@@ -86,7 +86,8 @@ def _machine() -> tuple[DetectedDevice, GpuSpec | None]:
     return device, spec_for_detected(device)
 
 
-def _file_hash(path: Path) -> str:
+def file_hash(path: Path) -> str:
+    """SHA-256 of a file's bytes: the identity of a solution in results, caches and compile caches."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -196,7 +197,7 @@ class _Run:
 
         When solutions run as an unprivileged user, the cache sits where that user can reach it.
         """
-        digest = hashlib.sha256(self.solution.read_bytes()).hexdigest()[:16]
+        digest = file_hash(self.solution)[:16]
         root = Path(tempfile.gettempdir()) / "apex-compile" if sandbox_identity() else default_cache_dir() / "compile"
         return root / digest
 
@@ -232,7 +233,8 @@ class _Run:
 
     def _check_signal(self, expected: Any, shape: Shape) -> None:
         """A reference output of tolerance size would let zeros pass: that is the task's fault."""
-        magnitude = float(np.max(np.abs(_as_numpy(expected)))) if _as_numpy(expected).size else 0.0
+        values = as_float64(expected)
+        magnitude = float(np.max(np.abs(values))) if values.size else 0.0
         tolerance = self.task.tolerance
         if magnitude <= SIGNAL_FACTOR * max(tolerance.atol, 1e-30):
             raise _Failed(
@@ -428,12 +430,6 @@ class _Failed(Exception):
         self.reason = reason
 
 
-def _as_numpy(value: Any) -> np.ndarray:
-    if isinstance(value, np.ndarray):
-        return value
-    return value.detach().float().cpu().numpy()
-
-
 def _to_cpu(value: Any) -> Any:
     return value.detach().cpu() if hasattr(value, "detach") else value
 
@@ -445,7 +441,7 @@ def _provenance(
     env = fingerprint.environment(on_gpu)
     return Provenance(
         task_hash=task.content_hash(),
-        solution_hash=_file_hash(solution) if solution is not None and solution.is_file() else "",
+        solution_hash=file_hash(solution) if solution is not None and solution.is_file() else "",
         grader=GRADER_NAME,
         grader_version=apex_core.__version__,
         environment=env,

@@ -38,6 +38,20 @@ TIMER_AND_CHECKER_PREFIXES = (
     "builtins.",
     "apex_core",
 )
+CALL_KINDS = (
+    (EXIT_CALLS, "exit_call"),
+    (DYNAMIC_CODE, "dynamic_code"),
+    (PROCESS_CALLS, "threads_or_processes"),
+    (INTROSPECTION, "introspection"),
+    (STREAM_CALLS, "side_stream"),
+    (FILE_WRITE_CALLS, "file_write"),
+)
+MODULE_KINDS = (
+    (PROCESS_MODULES, "threads_or_processes"),
+    (NATIVE_MODULES, "native_escape"),
+    (NETWORK_MODULES, "network"),
+    ({"apex_core"}, "grader_import"),
+)
 HARD_KINDS = {"timer_or_checker_patch", "grader_import"}
 """Findings no honest solution produces: they make the grading 'tampering' whatever else happens."""
 
@@ -78,14 +92,9 @@ class _Scanner(ast.NodeVisitor):
 
     def _check_module(self, module: str, node: ast.AST) -> None:
         root = module.split(".")[0]
-        if root in PROCESS_MODULES:
-            self._add("threads_or_processes", node, f"imports {module}")
-        elif root in NATIVE_MODULES:
-            self._add("native_escape", node, f"imports {module}")
-        elif root in NETWORK_MODULES:
-            self._add("network", node, f"imports {module}")
-        elif root == "apex_core":
-            self._add("grader_import", node, f"imports {module}")
+        kind = next((kind for names, kind in MODULE_KINDS if root in names), None)
+        if kind:
+            self._add(kind, node, f"imports {module}")
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -101,17 +110,10 @@ class _Scanner(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         name = self._resolve(_dotted(node.func))
         method = node.func.attr if isinstance(node.func, ast.Attribute) else ""
-        if name in EXIT_CALLS:
-            self._add("exit_call", node, f"calls {name}")
-        elif name in DYNAMIC_CODE:
-            self._add("dynamic_code", node, f"calls {name}")
-        elif name in PROCESS_CALLS:
-            self._add("threads_or_processes", node, f"calls {name}")
-        elif name in INTROSPECTION:
-            self._add("introspection", node, f"calls {name}")
-        elif name in STREAM_CALLS:
-            self._add("side_stream", node, f"calls {name}")
-        elif name in FILE_WRITE_CALLS or method in ("write_text", "write_bytes", "unlink", "rmdir"):
+        kind = next((kind for names, kind in CALL_KINDS if name in names), None)
+        if kind:
+            self._add(kind, node, f"calls {name}")
+        elif method in ("write_text", "write_bytes", "unlink", "rmdir"):
             self._add("file_write", node, f"calls {name}")
         elif name == "open" and _opens_for_writing(node):
             self._add("file_write", node, "opens a file for writing")

@@ -7,7 +7,6 @@ baseline medians to notice machine drift. ``compare`` ranks several solutions of
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +17,7 @@ from pydantic import BaseModel
 import apex_core
 from apex_core.grader import fingerprint
 from apex_core.grader.cache import GradeCache, grade_key
-from apex_core.grader.judge import GradeOptions, Progress, check_solution_file, grade
+from apex_core.grader.judge import GradeOptions, Progress, check_solution_file, file_hash, grade
 from apex_core.grader.result import GradeResult
 from apex_core.tasks import get_task
 
@@ -46,7 +45,7 @@ def grade_solutions(
     task_hash = task.content_hash()
 
     def one(number: int, path: Path, device: str | None) -> GradeResult:
-        key = _cache_key((task_hash, hashlib.sha256(path.read_bytes()).hexdigest(), environment_key), options)
+        key = _cache_key((task_hash, file_hash(path), environment_key), options)
         cached = cache.get(key) if use_cache else None
         if cached is not None:
             return cached.model_copy(update={"cached": True, "solution_path": str(path)})
