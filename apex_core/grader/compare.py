@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from apex_core.tasks.schema import Tolerance
+from apex_core.tasks.schema import Task, Tolerance
 
 
 class Comparison(BaseModel):
@@ -79,9 +79,41 @@ def compare_outputs(output: Any, reference: Any, tolerance: Tolerance) -> Compar
     return Comparison(passed=True, max_abs_error=max_error, max_error_index=index)
 
 
-def inputs_unchanged(before: list[Any], after: list[Any]) -> bool:
-    """Whether the call left every array argument bit-identical."""
-    for old, new in zip(before, after):
+def as_output_list(value: Any) -> list[Any]:
+    """A reference's result as a list of outputs: one array, or the arrays of a tuple or list."""
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+def dtype_name(value: Any) -> str:
+    return _dtype_name(value)
+
+
+def compare_all(outputs: list[Any], expected: list[Any], task: Task) -> Comparison:
+    """Compare each output with its reference under the tolerance of its dtype.
+
+    With several outputs the message names which one failed, and the reported error is the
+    largest over all of them, so the report stays one Comparison.
+    """
+    if len(outputs) != len(expected):
+        return Comparison(passed=False, message=f"{len(outputs)} outputs, expected {len(expected)}")
+    worst: Comparison | None = None
+    for position, (output, reference) in enumerate(zip(outputs, expected)):
+        comparison = compare_outputs(output, reference, task.tolerance_for(_dtype_name(reference)))
+        if len(expected) > 1:
+            comparison = comparison.model_copy(update={"message": f"output {position}: {comparison.message}".rstrip(": ")})
+        if not comparison.passed:
+            return comparison
+        if worst is None or (comparison.max_abs_error or 0.0) > (worst.max_abs_error or 0.0):
+            worst = comparison
+    assert worst is not None
+    return worst.model_copy(update={"message": ""})
+
+
+def inputs_unchanged(before: list[Any], after: list[Any], skip: tuple[int, ...] = ()) -> bool:
+    """Whether the call left every array argument bit-identical (``skip``: the declared outputs)."""
+    for position, (old, new) in enumerate(zip(before, after)):
+        if position in skip:
+            continue
         if isinstance(old, np.ndarray):
             if not (isinstance(new, np.ndarray) and old.shape == new.shape and old.tobytes() == new.tobytes()):
                 return False

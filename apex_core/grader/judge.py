@@ -23,7 +23,7 @@ import apex_core
 from apex_core.errors import ApexUserError, SolutionFileError
 from apex_core.grader import fingerprint, integrity, native, prescan, stats, trace_checks, wire
 from apex_core.grader.fingerprint import Clocks
-from apex_core.grader.compare import Comparison, as_float64, compare_outputs, inputs_unchanged
+from apex_core.grader.compare import Comparison, as_float64, as_output_list, compare_all, dtype_name, inputs_unchanged
 from apex_core.grader.cache import default_cache_dir
 from apex_core.grader.pool import POOL
 from apex_core.grader.process import WorkerFailure, WorkerProcess, WorkerSpec, sandbox_identity
@@ -169,7 +169,7 @@ class _Run:
         else:
             worker = WorkerProcess(spec, self.options.timeout_s)
         try:
-            reply = worker.load(path, self.task.entry_point, compile_cache)
+            reply = worker.load(path, self.task.entry_point, compile_cache, self.task.output_args)
         except BaseException:
             worker.close()
             raise
@@ -231,41 +231,56 @@ class _Run:
                     return outcome, f"{where}, seed {seed}: {comparison.message}"
         return None
 
-    def _check_signal(self, expected: Any, shape: Shape) -> None:
-        """A reference output of tolerance size would let zeros pass: that is the task's fault."""
-        values = as_float64(expected)
-        magnitude = float(np.max(np.abs(values))) if values.size else 0.0
-        tolerance = self.task.tolerance
-        if magnitude <= SIGNAL_FACTOR * max(tolerance.atol, 1e-30):
-            raise _Failed(
-                Outcome.infra_error,
-                f"the task's reference output at shape {shape} is at most {magnitude:.3g}, within {SIGNAL_FACTOR:g}x "
-                f"of atol={tolerance.atol:g}: the task needs inputs with more signal",
-            )
+    def _check_signal(self, expected: list[Any], shape: Shape) -> None:
+        """A reference output of tolerance size would let zeros pass: that is the task's fault.
+
+        Exact (integer) outputs are checked bit for bit and need no signal.
+        """
+        for position, output in enumerate(expected):
+            tolerance = self.task.tolerance_for(dtype_name(output))
+            if tolerance.atol == 0 and tolerance.rtol == 0:
+                continue
+            values = as_float64(output)
+            magnitude = float(np.max(np.abs(values[np.isfinite(values)]), initial=0.0))
+            if magnitude <= SIGNAL_FACTOR * max(tolerance.atol, 1e-30):
+                which = f"output {position} " if len(expected) > 1 else "output "
+                raise _Failed(
+                    Outcome.infra_error,
+                    f"the task's reference {which}at shape {shape} is at most {magnitude:.3g}, within {SIGNAL_FACTOR:g}x "
+                    f"of atol={tolerance.atol:g}: the task needs inputs with more signal",
+                )
+
+    def expected(self, args: list[Any]) -> list[Any]:
+        """The reference's outputs for ``args``, on the host; the reference sees copies."""
+        copies = [a.clone() if hasattr(a, "clone") else (a.copy() if hasattr(a, "copy") else a) for a in args]
+        return [_to_cpu(v) for v in as_output_list(self.reference(*copies))]
 
     def _check_case(self, worker: WorkerProcess, shape: Shape, seed: int) -> tuple[Outcome | None, Comparison]:
         library = self.task.array_library
         args = self.inputs(shape, seed)
-        expected = self.reference(*args)
+        expected = self.expected(args)
         self._check_signal(expected, shape)
         reply, payload = worker.request({"op": "call"}, wire.encode_values(args, library))
         if not reply.get("ok"):
             return Outcome.runtime_error, Comparison(passed=False, message=str(reply.get("message", "the call raised")))
         if reply.get("output_type") != "exact":
             wanted = "torch.Tensor" if library == "torch" else "numpy.ndarray"
-            message = f"returned {reply.get('output_type')}, expected exactly {wanted}"
+            message = f"returned {reply.get('output_type')}, expected exactly {wanted} or a tuple of them"
             return Outcome.wrong_answer, Comparison(passed=False, message=message)
         try:
-            output, *args_after = wire.decode_values(payload, library)
+            values = wire.decode_values(payload, library)
+            count = int(reply.get("outputs", 1))
+            outputs, args_after = values[:count], values[count:]
         except Exception:  # whatever the bytes were, they were not plain arrays
             return Outcome.wrong_answer, Comparison(passed=False, message="the output could not be decoded as plain arrays")
-        if library == "torch" and str(reply.get("output_device", "")).split(":")[0] != self.device.split(":")[0]:
-            message = f"output on {reply.get('output_device')}, expected on {self.device}"
+        devices = {str(d).split(":")[0] for d in reply.get("output_devices", [])}
+        if library == "torch" and devices != {self.device.split(":")[0]}:
+            message = f"output on {', '.join(sorted(devices)) or 'no device'}, expected on {self.device}"
             return Outcome.wrong_answer, Comparison(passed=False, message=message)
-        comparison = compare_outputs(output, _to_cpu(expected), self.task.tolerance)
+        comparison = compare_all(outputs, expected, self.task)
         if not comparison.passed:
             return Outcome.wrong_answer, comparison
-        if not inputs_unchanged([_to_cpu(a) for a in args], args_after):
+        if not inputs_unchanged([_to_cpu(a) for a in args], args_after, skip=self.task.output_args):
             return Outcome.wrong_answer, comparison.model_copy(update={"passed": False, "message": "the call modified its inputs"})
         return None, comparison
 
@@ -352,12 +367,13 @@ class _Run:
         if reply.get("output_type") != "exact":
             raise _Failed(Outcome.wrong_answer, f"a timed call at shape {shape} returned {reply.get('output_type')}")
         try:
-            outputs = wire.decode_values(payload, library)
+            values = wire.decode_values(payload, library)
+            count = max(1, int(reply.get("outputs", 1)))
         except Exception:  # whatever the bytes were, they were not plain arrays
             raise _Failed(Outcome.wrong_answer, "the outputs of the timed calls could not be decoded") from None
-        for item, output in zip(reply.get("items", []), outputs):
-            expected = self.reference(*pool[int(item)])
-            comparison = compare_outputs(output, _to_cpu(expected), self.task.tolerance)
+        for position, item in enumerate(reply.get("items", [])):
+            outputs = values[position * count : (position + 1) * count]
+            comparison = compare_all(outputs, self.expected(pool[int(item)]), self.task)
             if not comparison.passed:
                 raise _Failed(
                     Outcome.wrong_answer,

@@ -160,7 +160,9 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def load(self, solution: Path, entry_point: str, compile_cache: Path | None = None) -> dict[str, Any]:
+    def load(
+        self, solution: Path, entry_point: str, compile_cache: Path | None = None, output_args: tuple[int, ...] = ()
+    ) -> dict[str, Any]:
         """Copy ``solution`` into the scratch directory and import it there."""
         copy = self.scratch / solution.name
         shutil.copyfile(solution, copy)
@@ -175,6 +177,7 @@ class WorkerProcess:
                 "op": "load",
                 "solution_path": str(copy),
                 "entry_point": entry_point,
+                "output_args": list(output_args),
                 "compile_cache": str(compile_cache) if compile_cache else None,
             }
         )

@@ -102,6 +102,7 @@ class Worker:
     def __init__(self, library: str, device: str) -> None:
         self.solution_path = ""
         self.entry_point = ""
+        self.output_args: list[int] = []
         self.library = library
         self.device = device
         self.function: Callable[..., Any] | None = None
@@ -111,7 +112,7 @@ class Worker:
         self.buffers: list[list[Any]] = []
         self.buffer_item: list[int] = []
         self.next_item = 0
-        self.timed_outputs: dict[int, tuple[int, Any]] = {}
+        self.timed_outputs: dict[int, tuple[int, Any, list[Any]]] = {}
         self.flush_buffer: Any = None
         self.torch: ModuleType | None = None
         self.timers: _DeviceTimers | None = None
@@ -141,17 +142,34 @@ class Worker:
         if self.timers is not None:
             self.timers.synchronize()
 
-    def _is_exact_output_type(self, value: Any) -> bool:
+    def _is_exact_array(self, value: Any) -> bool:
         if self.torch is not None:
             return type(value) is self.torch.Tensor
         import numpy as np
 
         return type(value) is np.ndarray
 
+    def _outputs(self, returned: Any, args: list[Any]) -> tuple[list[Any] | None, str]:
+        """The call's outputs as a plain list, or None and the offending type's name.
+
+        A returning task accepts exactly an array or a tuple of arrays (no subclasses, no lazy
+        objects); an in-place task's outputs are the arguments it wrote, and it must return None.
+        """
+        if self.output_args:
+            if returned is not None:
+                return None, f"{type(returned).__module__}.{type(returned).__qualname__} (an in-place call returns None)"
+            return [args[i] for i in self.output_args], "exact"
+        if self._is_exact_array(returned):
+            return [returned], "exact"
+        if type(returned) is tuple and returned and all(self._is_exact_array(v) for v in returned):
+            return list(returned), "exact"
+        return None, f"{type(returned).__module__}.{type(returned).__qualname__}"
+
     # --- operations ---------------------------------------------------------------------------
 
-    def load(self, solution_path: str, entry_point: str, compile_cache: str | None) -> dict[str, Any]:
+    def load(self, solution_path: str, entry_point: str, compile_cache: str | None, output_args: list[int]) -> dict[str, Any]:
         self.solution_path, self.entry_point = solution_path, entry_point
+        self.output_args = list(output_args)
         if self.cpu is not None and hasattr(os, "sched_setaffinity"):
             # Pinned only now, not while idle in the pool: baseline and candidate share one core so
             # that neither is timed on a faster one.
@@ -204,12 +222,12 @@ class Worker:
             self._synchronize()
         except BaseException as exc:
             return {"ok": False, "kind": "runtime_error", "message": describe_exception(exc, self.solution_path)}, b""
-        if not self._is_exact_output_type(output):
-            kind = f"{type(output).__module__}.{type(output).__qualname__}"
+        outputs, kind = self._outputs(output, args)
+        if outputs is None:
             return {"ok": True, "output_type": kind}, b""
-        payload = wire.encode_values([output, *args], self.library)
-        device = str(output.device) if self.torch is not None else "cpu"
-        return {"ok": True, "output_type": "exact", "output_device": device}, payload
+        payload = wire.encode_values([*outputs, *args], self.library)
+        devices = sorted({str(o.device) for o in outputs}) if self.torch is not None else ["cpu"]
+        return {"ok": True, "output_type": "exact", "outputs": len(outputs), "output_devices": devices}, payload
 
     # --- timing -------------------------------------------------------------------------------
     #
@@ -224,7 +242,7 @@ class Worker:
         self.buffers = [[_fresh_copy(v) for v in self.pool[i % count]] for i in range(buffers)]
         self.buffer_item = [i % count for i in range(buffers)]
         self.next_item = buffers
-        self.timed_outputs: dict[int, tuple[int, Any]] = {}
+        self.timed_outputs: dict[int, tuple[int, Any, list[Any]]] = {}
         return {"ok": True}
 
     def _refill(self, slot: int) -> list[Any]:
@@ -275,7 +293,7 @@ class Worker:
                     t0 = _perf_counter_ns()
                     output = self.function(*args)
                     samples.append(_perf_counter_ns() - t0)
-                self.timed_outputs[slot] = (self.buffer_item[slot], output)
+                self.timed_outputs[slot] = (self.buffer_item[slot], output, args)
         except BaseException as exc:
             return {"ok": False, "kind": "runtime_error", "message": describe_exception(exc, self.solution_path)}
         return {"ok": True, "samples_ns": samples, "python_threads": threading.active_count()}
@@ -304,18 +322,23 @@ class Worker:
 
     def timed_outputs_payload(self) -> tuple[dict[str, Any], bytes]:
         items, values = [], []
+        count = 0
         for slot in sorted(self.timed_outputs):
-            item, output = self.timed_outputs[slot]
-            if not self._is_exact_output_type(output):
-                return {"ok": True, "output_type": f"{type(output).__module__}.{type(output).__qualname__}"}, b""
+            item, returned, args = self.timed_outputs[slot]
+            outputs, kind = self._outputs(returned, args)
+            if outputs is None:
+                return {"ok": True, "output_type": kind}, b""
             items.append(item)
-            values.append(output)
-        return {"ok": True, "output_type": "exact", "items": items}, wire.encode_values(values, self.library)
+            values.extend(outputs)
+            count = len(outputs)
+        reply = {"ok": True, "output_type": "exact", "items": items, "outputs": count}
+        return reply, wire.encode_values(values, self.library)
 
     def handle(self, header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
         op = header.get("op")
         if op == "load":
-            return self.load(str(header["solution_path"]), str(header["entry_point"]), header.get("compile_cache")), b""
+            output_args = [int(i) for i in header.get("output_args", [])]
+            return self.load(str(header["solution_path"]), str(header["entry_point"]), header.get("compile_cache"), output_args), b""
         if op == "call":
             return self.call(wire.decode_values(payload, self.library))
         if op == "stage":

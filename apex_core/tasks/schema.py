@@ -33,6 +33,9 @@ class Tolerance(BaseModel):
     rtol: float = Field(ge=0)
 
 
+EXACT = Tolerance(atol=0.0, rtol=0.0)
+
+
 class LibraryKernel(BaseModel):
     """The installed library function a task's kernel stands for (what a winner hot-patches)."""
 
@@ -70,6 +73,13 @@ class Task(BaseModel):
     test_shapes: list[Shape] = Field(min_length=1)
     hidden_shapes: list[Shape] = Field(default_factory=list)
     benchmark_shapes: list[Shape] = Field(default_factory=list)
+    output_args: tuple[int, ...] = ()
+    """Arguments the call writes in place (a KV-cache write). Empty: the call returns its output, an
+    array or a tuple of arrays. Non-empty: the call returns None, its outputs are these arguments
+    after the call, the reference returns their expected values in this order, and every other
+    argument must stay unchanged."""
+    cpu_shapes: list[Shape] = Field(default_factory=list)
+    """Small shapes at which CI checks Triton code under the CPU interpreter (TRITON_INTERPRET=1)."""
     allow_side_streams: bool = False
     """Whether a solution may launch work on streams of its own (their work must then be awaited)."""
     speedup_ceiling: float = Field(default=10.0, gt=1)
@@ -105,7 +115,9 @@ class Task(BaseModel):
         if self.language == "python" and self.array_library != "numpy":
             raise ValueError("a 'python' task is a CPU task over NumPy arrays")
         dims = set(self.test_shapes[0])
-        for name in ("test_shapes", "hidden_shapes", "benchmark_shapes"):
+        if len(set(self.output_args)) != len(self.output_args) or any(i < 0 for i in self.output_args):
+            raise ValueError(f"output_args {list(self.output_args)} must be distinct argument positions")
+        for name in ("test_shapes", "hidden_shapes", "benchmark_shapes", "cpu_shapes"):
             for i, shape in enumerate(getattr(self, name)):
                 if set(shape) != dims:
                     raise ValueError(f"{name}[{i}] has dimensions {sorted(shape)}, expected {sorted(dims)}")
@@ -139,6 +151,14 @@ class Task(BaseModel):
     @property
     def tolerance(self) -> Tolerance:
         return self.tolerances[self.dtype]
+
+    def tolerance_for(self, dtype: str) -> Tolerance:
+        """The tolerance of one output by its dtype: integer and boolean outputs must be exact."""
+        if dtype in self.tolerances:
+            return self.tolerances[dtype]
+        if dtype.startswith(("int", "uint", "bool")):
+            return EXACT
+        return self.tolerance
 
     @property
     def needs_gpu(self) -> bool:

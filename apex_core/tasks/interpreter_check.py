@@ -1,0 +1,75 @@
+"""Correctness of a task's Triton code at small shapes, run where no GPU is needed.
+
+CI has no GPU, so every Triton baseline and reference solution is checked under Triton's CPU
+interpreter (``TRITON_INTERPRET=1``, set by the caller before Triton is imported) at the task's
+``cpu_shapes``. This runs the code in-process: use it only on code we ship (baselines, our
+reference solutions), never on an agent's solution, which goes through the sandboxed grader.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from apex_core.grader.compare import Comparison, as_output_list, compare_all, inputs_unchanged
+from apex_core.tasks.schema import Shape, Task, load_reference
+
+
+class ShapeVerdict(BaseModel):
+    shape: Shape
+    passed: bool
+    max_abs_error: float | None = None
+    message: str = ""
+
+
+def load_entry_point(task: Task, source: Path) -> Any:
+    """Import a trusted source file and return its entry point."""
+    name = f"apex_checked_{abs(hash(str(source)))}"
+    spec = importlib.util.spec_from_file_location(name, source)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {source}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return getattr(module, task.entry_point)
+
+
+def _copy(value: Any) -> Any:
+    return value.clone() if hasattr(value, "clone") else value
+
+
+def check_call(task: Task, function: Any, shape: Shape, seed: int, device: str = "cpu") -> Comparison:
+    """One call of ``function`` at ``shape`` against the reference, under the grader's rules."""
+    make_inputs = load_reference(task.inputs)
+    reference = load_reference(task.reference)
+    args = list(make_inputs(shape, task.dtype, seed, device, task.params))
+    expected = [v.detach().cpu() if hasattr(v, "detach") else v for v in as_output_list(reference(*[_copy(a) for a in args]))]
+    before = [_copy(a).cpu() if hasattr(a, "cpu") else a for a in args]
+    returned = function(*args)
+    if task.output_args:
+        if returned is not None:
+            return Comparison(passed=False, message=f"an in-place call returned {type(returned).__name__}, not None")
+        outputs = [args[i] for i in task.output_args]
+    else:
+        outputs = as_output_list(returned)
+    comparison = compare_all([o.detach().cpu() for o in outputs], expected, task)
+    after = [a.cpu() if hasattr(a, "cpu") else a for a in args]
+    if comparison.passed and not inputs_unchanged(before, after, skip=task.output_args):
+        return comparison.model_copy(update={"passed": False, "message": "the call modified its inputs"})
+    return comparison
+
+
+def check_source(task: Task, source: Path, shapes: list[Shape] | None = None, seed: int = 1) -> list[ShapeVerdict]:
+    """Check ``source`` at ``shapes`` (default: the task's cpu_shapes) on the CPU."""
+    function = load_entry_point(task, source)
+    verdicts = []
+    for index, shape in enumerate(shapes if shapes is not None else task.cpu_shapes):
+        comparison = check_call(task, function, shape, seed + index)
+        verdicts.append(
+            ShapeVerdict(shape=shape, passed=comparison.passed, max_abs_error=comparison.max_abs_error, message=comparison.message)
+        )
+    return verdicts
