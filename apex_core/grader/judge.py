@@ -33,7 +33,7 @@ from apex_core.hardware.specs import GpuSpec
 from apex_core.hardware.target import spec_for_detected
 from apex_core.kernels.roofline import Roofline
 from apex_core.score import kernel_score, rl_reward
-from apex_core.tasks.schema import Shape, Task, load_reference
+from apex_core.tasks.schema import DEFAULT_INPUT_SETS, Shape, Task, load_reference
 
 GRADER_NAME = "apex"
 Progress = Callable[[float, str], None]
@@ -201,6 +201,10 @@ class _Run:
         root = Path(tempfile.gettempdir()) / "apex-compile" if sandbox_identity() else default_cache_dir() / "compile"
         return root / digest
 
+    def input_sets(self) -> int:
+        """Distinct input sets per timed shape: the options' count, scaled down for tasks with large inputs."""
+        return max(2, round(self.options.inputs_per_shape * self.task.timing_input_sets / DEFAULT_INPUT_SETS))
+
     def inputs(self, shape: Shape, seed: int) -> list[Any]:
         return list(self.make_inputs(shape, self.task.dtype, seed, self.device, self.task.params))
 
@@ -293,7 +297,7 @@ class _Run:
         on_gpu = self.device != "cpu"
         pool = [
             self.inputs(shape, _case_seed(self.options.public_seed, self.secret_seed, 1000 + index, k))
-            for k in range(self.options.inputs_per_shape)
+            for k in range(self.input_sets())
         ]
         payload = wire.encode_values([value for args in pool for value in args], library)
         flush = spec.cache_flush_bytes if spec else DEFAULT_FLUSH_BYTES

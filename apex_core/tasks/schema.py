@@ -34,6 +34,7 @@ class Tolerance(BaseModel):
 
 
 EXACT = Tolerance(atol=0.0, rtol=0.0)
+DEFAULT_INPUT_SETS = 8
 
 
 class LibraryKernel(BaseModel):
@@ -80,6 +81,9 @@ class Task(BaseModel):
     argument must stay unchanged."""
     cpu_shapes: list[Shape] = Field(default_factory=list)
     """Small shapes at which CI checks Triton code under the CPU interpreter (TRITON_INTERPRET=1)."""
+    timing_input_sets: int = Field(default=DEFAULT_INPUT_SETS, ge=2, le=64)
+    """Distinct input sets staged per timed shape, at most. Tasks whose inputs are large (expert
+    weights, long KV caches) lower it to keep the staged copies within device memory."""
     allow_side_streams: bool = False
     """Whether a solution may launch work on streams of its own (their work must then be awaited)."""
     speedup_ceiling: float = Field(default=10.0, gt=1)

@@ -7,7 +7,15 @@ import torch
 
 from apex_core.errors import SolutionFileError
 from apex_core.grader.judge import check_solution_file
-from apex_core.grader.native import CompileError, ToolchainMissing, build_extension, kernel_names, trim_compiler_output
+from apex_core.grader.native import (
+    HIP_ON_CUDA_DIR,
+    CompileError,
+    ToolchainMissing,
+    build_extension,
+    hip_source_for_cuda,
+    kernel_names,
+    trim_compiler_output,
+)
 from apex_core.tasks import get_task
 
 CPP_RMS_NORM = (
@@ -74,6 +82,47 @@ def test_gpu_sources_on_a_cpu_only_torch_are_a_missing_toolchain_not_a_compile_e
     source.write_text("__global__ void k() {}\n")
     with pytest.raises(ToolchainMissing, match="neither CUDA nor ROCm"):
         build_extension(source, tmp_path / "build")
+
+
+def test_a_hip_source_for_nvcc_starts_with_the_shim_and_keeps_its_line_numbers():
+    text = hip_source_for_cuda("line one\nline two\n", "solution.hip")
+    first, marker, rest = text.split("\n", 2)
+    assert first == "#include <hip/hip_runtime.h>" and marker == '#line 1 "solution.hip"'
+    assert rest == "line one\nline two\n"
+    assert (HIP_ON_CUDA_DIR / "hip" / "hip_runtime.h").is_file() and (HIP_ON_CUDA_DIR / "ATen" / "hip" / "HIPContext.h").is_file()
+
+
+HIP_SCALE = """#include <hip/hip_runtime.h>
+#include <torch/extension.h>
+#include <ATen/hip/HIPContext.h>
+
+__global__ void scale_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? x[i] : 0.0f;
+    float total = v;
+    for (int offset = warpSize / 2; offset > 0; offset /= 2) total += __shfl_xor(total, offset);
+    if (i < n) y[i] = 2.0f * v + 0.0f * total;
+}
+
+torch::Tensor scale(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    int n = x.numel();
+    hipStream_t stream = c10::hip::getCurrentHIPStream();
+    hipLaunchKernelGGL(scale_kernel, dim3((n + 255) / 256), dim3(256), 0, stream, x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("scale", &scale); }
+"""
+
+
+@pytest.mark.gpu
+def test_a_hip_source_builds_and_runs_on_this_gpu(tmp_path):
+    source = tmp_path / "solution.hip"
+    source.write_text(HIP_SCALE)
+    module = build_extension(source, tmp_path / "build")
+    x = torch.arange(1000, dtype=torch.float32, device="cuda")
+    torch.testing.assert_close(module.scale(x), 2 * x)
 
 
 @pytest.mark.slow

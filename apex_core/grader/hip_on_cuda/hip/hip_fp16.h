@@ -1,0 +1,3 @@
+// Apex HIP-on-CUDA shim: see hip_runtime.h.
+#pragma once
+#include "hip_runtime.h"
