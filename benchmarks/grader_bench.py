@@ -98,6 +98,9 @@ def main() -> None:
     if failed:
         raise SystemExit(f"{len(failed)} of {len(runs)} gradings did not finish timing: {failed[0].outcome.value}: {failed[0].reason}")
     report["latency_s"] = {"p50": percentile(latencies, 0.5), "p95": percentile(latencies, 0.95), "all": latencies}
+    phase_names = sorted({name for r in runs for name in r.phases_s})
+    report["phases_s_median"] = {name: statistics.median(r.phases_s.get(name, 0.0) for r in runs) for name in phase_names}
+    print("phases (median s):", json.dumps(report["phases_s_median"]))
     report["gradings_per_gpu_hour"] = 3600 / statistics.mean(latencies)
     report["repeatability"] = {}
     for i, shape in enumerate(SHAPES):

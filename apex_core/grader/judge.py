@@ -9,12 +9,14 @@ stable or the budget is spent; the speedup counts only when its bootstrap interv
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import hashlib
 import secrets
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -26,7 +28,7 @@ from apex_core.grader.fingerprint import Clocks
 from apex_core.grader.compare import Comparison, as_float64, as_output_list, compare_all, dtype_name, inputs_unchanged
 from apex_core.grader.cache import default_cache_dir
 from apex_core.grader.pool import POOL
-from apex_core.grader.process import WorkerFailure, WorkerProcess, WorkerSpec, sandbox_identity
+from apex_core.grader.process import TIMING_CORES, WorkerFailure, WorkerProcess, WorkerSpec, sandbox_identity
 from apex_core.grader.result import GradeResult, Outcome, Provenance, ShapeCheck, ShapeTiming
 from apex_core.hardware.detect import DetectedDevice
 from apex_core.hardware.specs import GpuSpec
@@ -41,6 +43,15 @@ DEFAULT_FLUSH_BYTES = 512 * 1024**2
 CALL_BUFFERS = 3
 """Timed calls rotate over this many input buffers, refilled from the pool before every call."""
 _BASELINE_TRACES: dict[tuple[str, str, str], dict[str, Any]] = {}
+_BASELINE_WORKERS: dict[tuple[str, str, WorkerSpec], WorkerProcess] = {}
+"""Baseline workers kept between gradings (pool mode), by task, task content and worker spec."""
+
+
+@atexit.register
+def _close_baseline_workers() -> None:
+    for worker in list(_BASELINE_WORKERS.values()):
+        worker.close()
+    _BASELINE_WORKERS.clear()
 SIGNAL_FACTOR = 10.0
 REPRODUCE_FRACTION = 0.8
 LAUNCH_COVER_CYCLES = 1_000_000
@@ -56,7 +67,9 @@ def _timing_cpu(device: str) -> int | None:
         return None
     cores = sorted(os.sched_getaffinity(0))
     index = int(device.split(":")[1]) if device.startswith("cuda:") else 0
-    return cores[-1 - (index % len(cores))]
+    core = cores[-1 - (index % len(cores))]
+    TIMING_CORES[0].add(core)
+    return core
 
 
 class GradeOptions(BaseModel):
@@ -136,6 +149,7 @@ class _Run:
         """Why the profiler found that the solution's own kernels did not do the work ('' if they did)."""
         self.speedup_draws: list[Any] = []
         """Bootstrap draws of each timed shape's speedup, combined into the overall interval."""
+        self.phases: dict[str, float] = {}
         self.interpreted = False
         if task.language == "triton" and self.device == "cpu":
             # No GPU: Triton kernels run in the interpreter, which checks correctness but says
@@ -161,11 +175,21 @@ class _Run:
                 raise ApexUserError(f"device {requested} does not exist here ({seen}); use --device cpu or a GPU index below {max(count, 1)}")
         return requested
 
-    def worker(self, path: Path, compile_cache: Path | None = None) -> WorkerProcess:
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Accumulate the wall time spent in one stage of the grading (reported in the result)."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases[name] = round(self.phases.get(name, 0.0) + time.monotonic() - started, 3)
+
+    def worker(self, path: Path, compile_cache: Path | None = None, trusted: bool = False) -> WorkerProcess:
         """A started worker with ``path`` loaded; a load failure is raised as the solution's own."""
-        spec = self.worker_spec()
-        if self.options.warm_pool:
+        spec = self.worker_spec(trusted)
+        if self.options.warm_pool and not trusted:
             worker = POOL.take(spec, self.options.timeout_s)
+            POOL.prepare(spec)  # replacements start now, on cores away from the timing core
         else:
             worker = WorkerProcess(spec, self.options.timeout_s)
         try:
@@ -181,8 +205,32 @@ class _Run:
             raise _Failed(kind, str(reply.get("message")))
         return worker
 
-    def worker_spec(self) -> WorkerSpec:
+    @contextlib.contextmanager
+    def baseline_worker(self) -> Iterator[WorkerProcess]:
+        """The worker timing the baseline: kept across gradings when the pool is on.
+
+        It only ever runs our own baseline, so it may live long: no process start, import or
+        compile per grading. It runs as the judge's user, out of a solution's reach.
+        """
+        if not self.options.warm_pool:
+            with self.worker(self.task.baseline_path, trusted=True) as worker:
+                yield worker
+            return
+        key = (self.task.id, self.task.content_hash(), self.worker_spec(trusted=True))
+        worker = _BASELINE_WORKERS.get(key)
+        if worker is None or not worker.alive():
+            worker = self.worker(self.task.baseline_path, trusted=True)
+            _BASELINE_WORKERS[key] = worker
+        try:
+            yield worker
+        except BaseException:
+            _BASELINE_WORKERS.pop(key, None)
+            worker.close()
+            raise
+
+    def worker_spec(self, trusted: bool = False) -> WorkerSpec:
         return WorkerSpec(
+            trusted=trusted,
             library=self.task.array_library,
             device=self.device,
             extra_env=tuple(sorted(self.extra_env.items())),
@@ -336,7 +384,8 @@ class _Run:
             reps = int(min(200, max(5, 0.05e9 / max(slowest, 1.0))))
         self._check_timed_outputs(candidate, shape, pool)
         if index == 0 and on_gpu:
-            self._check_trace(baseline, candidate)
+            with self.phase("trace"):
+                self._check_trace(baseline, candidate)
         if threads.get("solution", 0) > threads.get("baseline", 0):
             self.flags.append(f"spawned_threads: {threads['solution'] - threads['baseline']} extra Python threads")
         b_med, s_med = stats.median(samples["baseline"]), stats.median(samples["solution"])
@@ -408,7 +457,7 @@ class _Run:
 
     def time_all(self, candidate: WorkerProcess) -> list[ShapeTiming]:
         _, spec = _machine() if self.device != "cpu" else (None, None)
-        with self.worker(self.task.baseline_path) as baseline:
+        with self.baseline_worker() as baseline:
             timings = []
             shapes = self.task.timed_shapes
             for index, shape in enumerate(shapes):
@@ -512,7 +561,8 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
     hard = [f for f in findings if f.kind in prescan.HARD_KINDS]
     compiled = correct = False
     outcome, reason = Outcome.ok, ""
-    snapshot = integrity.take_snapshot()
+    with run.phase("integrity"):
+        snapshot = integrity.take_snapshot()
     clocks_before = fingerprint.read_clocks(run.device != "cpu")
     try:
         if _DIRTY_ENVIRONMENT:
@@ -521,14 +571,18 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
                 f"an earlier solution changed installed libraries ({_DIRTY_ENVIRONMENT[0]}); reinstall them "
                 "(bash setup.sh) and start a new grading process",
             )
-        with run.worker(solution, run.candidate_cache()) as candidate:
+        with run.phase("load"):
+            candidate = run.worker(solution, run.candidate_cache())
+        with candidate:
             compiled = True
-            failure = run.check(candidate)
+            with run.phase("correctness"):
+                failure = run.check(candidate)
             if failure:
                 raise _Failed(*failure)
             correct = True
             if options.timing and not run.interpreted:
-                run.time_with_ceiling(candidate)
+                with run.phase("timing"):
+                    run.time_with_ceiling(candidate)
             elif run.interpreted:
                 run.flags.append("not_timed: Triton ran in the CPU interpreter, whose speed means nothing")
     except _Failed as failed:
@@ -539,9 +593,8 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
 
     if hard and outcome in (Outcome.ok, Outcome.wrong_answer, Outcome.runtime_error):
         outcome, reason = Outcome.tampering, f"line {hard[0].line}: {hard[0].detail}"
-    if options.warm_pool:
-        POOL.prepare(run.worker_spec())
-    changes = integrity.compare(snapshot)
+    with run.phase("integrity"):
+        changes = integrity.compare(snapshot)
     if changes:
         integrity.restore(snapshot, changes)
         if changes.library_files:
@@ -589,4 +642,5 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
         rl_reward=rl_reward(outcome.value, correct, credited if correct else None, own_work=not run.no_custom_kernel),
         provenance=_provenance(task, solution, run.device, options.public_seed, clocks_before),
         elapsed_s=round(time.monotonic() - run.started, 3),
+        phases_s=run.phases,
     )

@@ -115,6 +115,29 @@ class WorkerSpec:
     cpu: int | None = None
     memory_bytes: int | None = None
     limit_address_space: bool = False
+    trusted: bool = False
+    """Runs only our own code (the baseline): keeps the judge's user, so that a solution, which runs
+    as the sandbox user, cannot signal, slow or inspect it."""
+
+
+def startup_cpus() -> list[int] | None:
+    """The cores a starting worker may use: all but the ones graded calls are timed on.
+
+    Workers start (import torch, create a device context) in the background while other gradings
+    measure; keeping them off the timing cores keeps them from disturbing those measurements. A
+    worker moves to its timing core only when it loads a solution. None on machines too small to
+    set cores aside.
+    """
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    reserved = set(TIMING_CORES[0])
+    free = [c for c in cores if c not in reserved]
+    return free if len(free) >= 2 and reserved else None
+
+
+TIMING_CORES: list[set[int]] = [set()]
+"""Cores handed out as timing cores so far (the judge records each one it uses)."""
 
 
 class WorkerProcess:
@@ -126,7 +149,7 @@ class WorkerProcess:
         self.memory_bytes = spec.memory_bytes or default_memory_bytes()
         self.scratch = Path(tempfile.mkdtemp(prefix="apex-worker-"))
         self.log_path = self.scratch / "worker.log"
-        self.identity = sandbox_identity()
+        self.identity = None if spec.trusted else sandbox_identity()
         if self.identity is not None:
             os.chown(self.scratch, *self.identity)
         to_worker_r, self._to_worker = os.pipe()
@@ -138,6 +161,7 @@ class WorkerProcess:
             "address_space_bytes": self.memory_bytes + 2 * 1024**3 if spec.limit_address_space else None,
             "cpu_seconds": int(max(600, 20 * timeout_s)),
             "file_bytes": 1024**3,
+            "cpus": startup_cpus(),
             "uid": self.identity[0] if self.identity else None,
             "gid": self.identity[1] if self.identity else None,
         }

@@ -89,6 +89,8 @@ def kill_descendants(root: int, rounds: int = 50) -> None:
 def _limits(config: dict) -> None:
     """Runs in the worker between fork and exec."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if config.get("cpus") and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, set(config["cpus"]))
     if config.get("cpu_seconds"):
         seconds = int(config["cpu_seconds"])
         resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 5))

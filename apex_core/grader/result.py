@@ -85,6 +85,8 @@ class GradeResult(BaseModel):
     """Bounded reward for RL (apex_core.score.rl_reward); None for infrastructure errors."""
     provenance: Provenance
     elapsed_s: float
+    phases_s: dict[str, float] = Field(default_factory=dict)
+    """Wall time per stage (integrity, load, correctness, timing; 'trace' is part of 'timing')."""
     cached: bool = False
     """True when this result came from the grade cache rather than a new measurement."""
 
