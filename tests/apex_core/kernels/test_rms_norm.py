@@ -87,3 +87,43 @@ def test_the_triton_baseline_is_correct_on_the_gpu():
         env=env, capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def _float64_rms_norm(x: torch.Tensor, scale: torch.Tensor, eps: float) -> torch.Tensor:
+    x64 = x.double()
+    return x64 / torch.sqrt((x64 * x64).mean(dim=-1, keepdim=True) + eps) * scale.double()
+
+
+def test_the_zero_centered_reference_scales_by_one_plus_the_stored_weight():
+    x, w, eps = rms_norm.make_inputs_torch({"tokens": 4, "hidden": 96}, "bfloat16", 5, "cpu", {"eps": 1e-6, "zero_centered": 1.0})
+    expected = _float64_rms_norm(x, 1.0 + w.double(), eps)
+    got = rms_norm.reference_torch_zero_centered(x, w, eps)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.double(), expected, atol=1e-2, rtol=1e-2)
+
+
+def test_the_zero_centered_scale_is_formed_in_fp32_not_in_bf16():
+    # A stored offset too small for bf16 to add to 1 still changes the fp32 scale.
+    x = torch.ones(1, 4, dtype=torch.bfloat16) * 3
+    w = torch.full((4,), 2.0**-9, dtype=torch.bfloat16)
+    assert torch.equal(1 + w, torch.ones(4, dtype=torch.bfloat16))  # lost in bf16
+    exact = rms_norm.reference_torch_zero_centered(x.float(), w.float(), 0.0)
+    assert torch.all(exact > 1.0)
+
+
+def test_zero_centered_inputs_draw_the_weight_around_zero_and_keep_the_same_rows():
+    plain = rms_norm.make_inputs_torch({"tokens": 2, "hidden": 4096}, "float32", 3, "cpu", {"eps": 1e-6})
+    centered = rms_norm.make_inputs_torch({"tokens": 2, "hidden": 4096}, "float32", 3, "cpu", {"eps": 1e-6, "zero_centered": 1.0})
+    assert torch.equal(plain[0], centered[0])
+    assert abs(plain[1].mean().item() - 1.0) < 0.05 and abs(centered[1].mean().item()) < 0.05
+    torch.testing.assert_close(plain[1], centered[1] + 1.0)
+
+
+def test_each_model_task_uses_the_norm_its_model_config_declares():
+    for task_id in ("llama-3-1-8b-instruct__rms_norm", "qwen3-5-27b__rms_norm", "gpt-oss-20b__rms_norm", "deepseek-r1__rms_norm"):
+        task = get_task(task_id)
+        zero_centered = bool(task.architecture.extra.get("rms_norm_zero_centered", False))
+        assert bool(task.params.get("zero_centered", False)) == zero_centered, task_id
+        assert task.reference.endswith("reference_torch_zero_centered") == zero_centered, task_id
+        assert ("zero_centered" in task.baseline) == zero_centered, task_id
+        assert all(s["hidden"] == task.architecture.hidden_size for s in task.test_shapes + task.benchmark_shapes)
