@@ -1,32 +1,96 @@
 """The one list of Apex's MCP servers and the tools each declares.
 
-Host configurations (.mcp.json, Cursor, Codex) and the prompts' tool tables are made from this
-list, so nothing can advertise a server or tool that does not exist. ``apex_core`` cannot import
-the servers (they depend on MCP), so each entry restates its tool names as data; a test compares
-them with the tools the real servers list.
+Host configurations (.mcp.json, Cursor, Codex), the gateway server, ``apex mcp list|serve`` and
+the prompts' tool tables are all made from this list, so nothing can advertise a server or tool
+that does not exist. ``apex_core`` cannot import the servers (they depend on MCP), so each entry
+restates its tool names as data; a test compares them with the tools the real servers list.
+
+Adding a server is one entry here plus its module under ``servers/`` exposing ``mcp``.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+
+from apex_core.errors import UnknownNameError
+
+NAME_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
+"""Server names: what hosts show and prefix tools with (``mcp__<server>__<tool>`` in Claude Code)."""
+TOOL_PATTERN = r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$"
+GPU_ENVIRONMENT = (
+    "APEX_CACHE_DIR", "APEX_TASK_DIRS", "APEX_SANDBOX_USER", "XDG_CACHE_HOME",
+    "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ROCM_PATH", "CUDA_HOME",
+    "LD_LIBRARY_PATH", "TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR",
+)
+"""What a server that grades or profiles on a GPU reads: Apex's own settings, device selection,
+toolkit locations and compiler caches."""
 
 
 class ToolSummary(BaseModel):
+    """One tool as agents and host configs need to know it, without importing the server."""
+
     model_config = ConfigDict(frozen=True)
 
-    name: str
-    when_to_use: str
+    name: str = Field(pattern=TOOL_PATTERN)
+    when_to_use: str = Field(min_length=10)
+    timeout_s: int = Field(default=60, ge=1, le=24 * 3600)
+    """How long one call may legitimately take on the target machine; hosts that cut tool calls
+    short (Codex defaults to 60 s) get at least this much."""
+
+
+class ToolProbe(BaseModel):
+    """A cheap, side-effect-free call that proves a server works end to end (conformance tests and
+    deployment checks make it); arguments are strings so that every client can pass them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tool: str
+    arguments: dict[str, str] = {}
+    expect_key: str
+    """A key the structured result must contain."""
 
 
 class ServerSpec(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    name: str
-    module: str
+    name: str = Field(pattern=NAME_PATTERN, max_length=48)
+    module: str = Field(pattern=r"^servers(\.[a-z_][a-z0-9_]*)+$")
+    """Importable module that defines the FastMCP server as ``mcp`` and runs it as ``__main__``."""
     description: str
     tools: tuple[ToolSummary, ...]
     env: dict[str, str] = {}
-    tool_timeout_s: int = 60
+    """Environment the server needs beyond what hosts pass through (written into every host config)."""
+    pass_env: tuple[str, ...] = ()
+    """Variables the server reads from the user's environment when they are set. Claude Code and
+    Cursor pass their whole environment to stdio servers; Codex passes an allow-list, so these
+    go into its ``env_vars``."""
+    namespace: str = Field(default="", pattern=r"^([a-z][a-z0-9]*)?$")
+    """Prefix of this server's tools under the gateway (``grader_grade_solution``); default: the
+    name without its ``apex-`` prefix."""
+    startup_timeout_s: int = Field(default=30, ge=1, le=600)
+    probe: ToolProbe | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_namespace(cls, data: object) -> object:
+        if isinstance(data, dict) and not data.get("namespace") and isinstance(data.get("name"), str):
+            data = {**data, "namespace": data["name"].removeprefix("apex-").replace("-", "")}
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ServerSpec:
+        names = [tool.name for tool in self.tools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"server {self.name!r} lists a tool twice: {names}")
+        if self.probe is not None and self.probe.tool not in names:
+            raise ValueError(f"server {self.name!r} probes {self.probe.tool!r}, which it does not list")
+        return self
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def tool_timeout_s(self) -> int:
+        """The longest of the tools' timeouts: hosts with one timeout per server get this one."""
+        return max((tool.timeout_s for tool in self.tools), default=60)
 
 
 SERVERS: tuple[ServerSpec, ...] = (
@@ -35,17 +99,70 @@ SERVERS: tuple[ServerSpec, ...] = (
         module="servers.grader",
         description="Grades kernel solutions out of process: correctness, interleaved timing, score, RL reward.",
         tools=(
-            ToolSummary(name="check_correctness", when_to_use="check a solution on every test and hidden shape, no timing (fast, while iterating)"),
-            ToolSummary(name="grade_solution", when_to_use="the full verdict: correctness, timing against the baseline, score"),
-            ToolSummary(name="benchmark", when_to_use="time a solution against the baseline on the benchmark shapes"),
-            ToolSummary(name="compare", when_to_use="grade several solutions of one task and rank them"),
-            ToolSummary(name="hardware_spec", when_to_use="the target GPU's peak numbers with sources, for roofline estimates"),
+            ToolSummary(name="check_correctness", timeout_s=900,
+                        when_to_use="check a solution on every test and hidden shape, no timing (fast, while iterating)"),
+            ToolSummary(name="grade_solution", timeout_s=1800,
+                        when_to_use="the full verdict: correctness, timing against the baseline, score"),
+            ToolSummary(name="benchmark", timeout_s=1800,
+                        when_to_use="time a solution against the baseline on the benchmark shapes"),
+            ToolSummary(name="compare", timeout_s=3600,
+                        when_to_use="grade several solutions of one task and rank them"),
+            ToolSummary(name="hardware_spec", timeout_s=30,
+                        when_to_use="the target GPU's peak numbers with sources, for roofline estimates"),
         ),
-        tool_timeout_s=1800,
+        pass_env=GPU_ENVIRONMENT,
+        probe=ToolProbe(tool="hardware_spec", arguments={"gpu": "mi355x"}, expect_key="spec"),
     ),
 )
 """Each server adds one entry here; host configs and prompt tool tables are generated from it."""
 
 
+def _gateway() -> ServerSpec:
+    """One server mounting all of ``SERVERS`` for hosts that want a single entry; each server's
+    tools appear under its namespace (``grader_grade_solution``)."""
+    tools = tuple(
+        tool.model_copy(update={"name": f"{server.namespace}_{tool.name}"}) for server in SERVERS for tool in server.tools
+    )
+    probe = next(
+        (s.probe.model_copy(update={"tool": f"{s.namespace}_{s.probe.tool}"}) for s in SERVERS if s.probe is not None), None
+    )
+    return ServerSpec(
+        name="apex",
+        module="servers.gateway",
+        description="Every Apex server behind one entry, each server's tools prefixed with its namespace.",
+        tools=tools,
+        pass_env=tuple(dict.fromkeys(name for server in SERVERS for name in server.pass_env)),
+        env={key: value for server in SERVERS for key, value in server.env.items()},
+        namespace="gateway",
+        probe=probe,
+    )
+
+
+GATEWAY = _gateway()
+
+
 def tool_names() -> list[str]:
+    """Tool names as Claude Code shows them to the model (``mcp__<server>__<tool>``)."""
     return [f"mcp__{server.name}__{tool.name}" for server in SERVERS for tool in server.tools]
+
+
+def all_servers(include_gateway: bool = True) -> tuple[ServerSpec, ...]:
+    return (*SERVERS, GATEWAY) if include_gateway else SERVERS
+
+
+def get_server(name: str) -> ServerSpec:
+    """A registered server (or the gateway) by name; a one-line error naming the known ones otherwise."""
+    for server in all_servers():
+        if server.name == name:
+            return server
+    raise UnknownNameError("MCP server", name, [s.name for s in all_servers()])
+
+
+def check_registry(servers: tuple[ServerSpec, ...] | None = None) -> None:
+    """Names, modules and gateway namespaces must be unique, or hosts would silently merge entries."""
+    servers = SERVERS if servers is None else servers
+    for attribute in ("name", "module", "namespace"):
+        values = [getattr(server, attribute) for server in (*servers, GATEWAY)]
+        duplicates = sorted({value for value in values if values.count(value) > 1})
+        if duplicates:
+            raise ValueError(f"two registered MCP servers share a {attribute}: {', '.join(duplicates)}")

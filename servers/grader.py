@@ -128,7 +128,12 @@ async def _grade(ctx: Context | None, task_id: str, paths: list[str], options: G
 @mcp.tool
 @user_errors_as_tool_errors
 async def grade_solution(
-    task_id: TaskId, solution_path: SolutionPath, ctx: Context, timeout_s: Timeout = 180.0, use_cache: bool = True
+    task_id: TaskId,
+    solution_path: SolutionPath,
+    ctx: Context,
+    timeout_s: Timeout = 180.0,
+    use_cache: Annotated[bool, Field(description="Reuse the verdict of an earlier grading of this exact file on this "
+                                                 "machine; false grades it again.")] = True,
 ) -> GradeSummary:
     """Grade one solution: compile, correctness on every test and hidden shape, interleaved timing
     against the baseline, score and RL reward. Use it for the verdict once check_correctness passes."""
@@ -168,7 +173,8 @@ async def compare(
     ctx: Context,
     timeout_s: Timeout = 180.0,
 ) -> Comparison:
-    """Grade several solutions of one task and rank them: correct first, then by credited speedup."""
+    """Grade several solutions of one task and rank them: correct first, then by credited speedup.
+    Use it to pick the best of several candidate files before submitting one."""
     results = await _grade(ctx, task_id, solution_paths, GradeOptions(timeout_s=timeout_s), True)
     return Comparison(ranking=rank(results), results=[summarize(r) for r in results])
 
@@ -184,7 +190,8 @@ class HardwareReport(BaseModel):
 @mcp.tool
 @user_errors_as_tool_errors
 def hardware_spec(
-    gpu: Annotated[str | None, Field(description="Arch or product to describe (gfx950, mi300x, h200); default: detected, else gfx950.")] = None,
+    gpu: Annotated[str | None, Field(min_length=2, max_length=32,
+                                     description="Arch or product to describe (gfx950, mi300x, h200); default: detected, else gfx950.")] = None,
 ) -> HardwareReport:
     """The target GPU's peak bandwidth, FLOP/s, caches, LDS and CU count, each with its public source,
     and what this machine actually has. Use it for roofline estimates."""

@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from apex_core.cli import render
+from apex_core.cli.mcp import app as mcp_app
 from apex_core.errors import ApexUserError
 
 app = typer.Typer(
@@ -26,7 +27,6 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 tasks_app = typer.Typer(help="List and inspect the kernel tasks.", no_args_is_help=True, rich_markup_mode=None)
-mcp_app = typer.Typer(help="Wire agent hosts (Claude Code, Codex, Cursor) to Apex.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(mcp_app, name="mcp")
 
@@ -188,17 +188,6 @@ def evaluate(
         _print_json(report.model_dump(mode="json"))
         return
     render.eval_report(console, report)
-
-
-@mcp_app.command("install")
-def mcp_install(client: Annotated[str, typer.Option(help="claude, codex, cursor or all.")]) -> None:
-    """Write the project's MCP configuration and skill links for an agent host."""
-    from apex_core import hosts
-
-    clients = hosts.CLIENTS if client == "all" else tuple(c.strip() for c in client.split(",") if c.strip())
-    for name in clients:
-        for path in hosts.install(name):
-            console.print(f"{name}: {path.relative_to(hosts.PROJECT_ROOT)}")
 
 
 class _null:

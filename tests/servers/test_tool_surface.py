@@ -1,0 +1,235 @@
+"""Tool-surface hygiene of every registered server (and the gateway), enforced.
+
+What an agent relies on: each tool says when to use it, takes typed and constrained parameters,
+returns a structured result, answers a bad argument with an error it can read (and stays up),
+and on stdio writes nothing but protocol messages to stdout. The checks run against the real
+servers, in memory and as raw JSON-RPC over stdio (no client library smoothing anything over).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import os
+import queue
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastmcp import Client
+
+from apex_core.mcp_registry import GATEWAY, SERVERS, all_servers
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CANNED = "apex_core/agents/canned/cpu-mini__rms_norm.py"
+WHEN_CUES = re.compile(r"\b(use (it|this|them)|when|while|before|after|once|to (compare|rank|pick|choose|check|see))\b", re.I)
+SERVER_IDS = [s.name for s in all_servers()]
+
+
+def _tools(module: str) -> list[Any]:
+    async def listing() -> list[Any]:
+        async with Client(importlib.import_module(module).mcp) as client:
+            return await client.list_tools()
+
+    return asyncio.run(listing())
+
+
+@pytest.fixture(scope="module")
+def listed() -> dict[str, list[Any]]:
+    return {server.name: _tools(server.module) for server in all_servers()}
+
+
+@pytest.mark.parametrize("name", SERVER_IDS)
+def test_the_registry_lists_exactly_the_tools_each_server_has(listed, name):
+    spec = next(s for s in all_servers() if s.name == name)
+    assert {t.name for t in listed[name]} == {t.name for t in spec.tools}
+
+
+@pytest.mark.parametrize("name", SERVER_IDS)
+def test_every_tool_description_tells_an_agent_when_to_use_it(listed, name):
+    for tool in listed[name]:
+        description = tool.description or ""
+        assert len(description) >= 60, f"{tool.name}: description too short to choose the tool by"
+        assert WHEN_CUES.search(description), f"{tool.name}: description does not say when to use it: {description!r}"
+
+
+def _property_problems(name: str, schema: dict[str, Any], defs: dict[str, Any]) -> list[str]:
+    if "$ref" in schema:
+        schema = defs[schema["$ref"].rsplit("/", 1)[-1]]
+    variants = schema.get("anyOf") or [schema]
+    problems = []
+    if not schema.get("description"):
+        problems.append(f"{name}: no description")
+    for variant in variants:
+        kind = variant.get("type")
+        if kind is None and "enum" not in variant and "const" not in variant and "$ref" not in variant:
+            problems.append(f"{name}: untyped")
+        elif kind == "string" and not ({"minLength", "pattern", "enum", "format", "maxLength"} & set(variant)):
+            problems.append(f"{name}: a string with no constraint (minLength, pattern, enum)")
+        elif kind in ("number", "integer") and not ({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} & set(variant)):
+            problems.append(f"{name}: a number with no bounds")
+        elif kind == "array" and not ("items" in variant and "maxItems" in variant):
+            problems.append(f"{name}: an array without item type or size limit")
+    return problems
+
+
+@pytest.mark.parametrize("name", SERVER_IDS)
+def test_every_parameter_is_typed_constrained_and_described(listed, name):
+    problems = []
+    for tool in listed[name]:
+        schema = tool.inputSchema
+        assert schema.get("additionalProperties") is False, f"{tool.name}: unknown arguments would be silently ignored"
+        for prop, prop_schema in schema.get("properties", {}).items():
+            problems += [f"{tool.name}.{p}" for p in _property_problems(prop, prop_schema, schema.get("$defs", {}))]
+    assert not problems, problems
+
+
+@pytest.mark.parametrize("name", SERVER_IDS)
+def test_every_tool_declares_a_structured_result(listed, name):
+    for tool in listed[name]:
+        output = tool.outputSchema
+        assert output and output.get("type") == "object" and output.get("properties"), f"{tool.name}: no object outputSchema"
+
+
+# --- raw JSON-RPC over stdio --------------------------------------------------------------------
+
+class RawStdio:
+    """A server process spoken to in newline-delimited JSON-RPC, every stdout line kept."""
+
+    def __init__(self, module: str, cwd: Path, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", module], cwd=cwd, env=env, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        self.lines: list[str] = []
+        self._replies: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self._next_id = 0
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
+            try:
+                message = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(message, dict) and "id" in message and ("result" in message or "error" in message):
+                self._replies.put(message)
+
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        self._write({"jsonrpc": "2.0", "method": method, **({"params": params} if params else {})})
+
+    def request(self, method: str, params: dict[str, Any] | None = None, timeout: float = 120) -> dict[str, Any]:
+        self._next_id += 1
+        self._write({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params or {}})
+        while True:
+            reply = self._replies.get(timeout=timeout)
+            if reply["id"] == self._next_id:
+                return reply
+
+    def _write(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message) + "\n")
+        self.process.stdin.flush()
+
+    def close(self) -> str:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._reader.join(timeout=5)
+        return self.process.stderr.read() if self.process.stderr else ""
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "APEX_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(REPO_ROOT)}
+
+
+def _bad_calls(tool: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+    """Arguments an agent might get wrong, each with the parameter the error must name."""
+    schema = tool["inputSchema"]
+    properties = schema.get("properties", {})
+    calls = []
+    required = schema.get("required", [])
+    if required:
+        calls.append(({}, required[0]))
+    for prop in properties:
+        calls.append(({**{r: "x" * 8 for r in required}, prop: {"not": "valid"}}, prop))
+        break
+    calls.append(({**{r: "x" * 8 for r in required}, "no_such_parameter": 1}, "no_such_parameter"))
+    return calls
+
+
+@pytest.mark.parametrize("spec", all_servers(), ids=SERVER_IDS)
+def test_over_stdio_only_protocol_reaches_stdout_and_bad_arguments_are_readable_errors(spec, tmp_path):
+    server = RawStdio(spec.module, REPO_ROOT, _env(tmp_path))
+    try:
+        init = server.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                             "clientInfo": {"name": "apex-hygiene", "version": "1"}}, timeout=60)
+        assert init["result"]["serverInfo"]["name"] == spec.name
+        server.notify("notifications/initialized")
+        tools = server.request("tools/list")["result"]["tools"]
+        assert {t["name"] for t in tools} == {t.name for t in spec.tools}
+        for tool in tools:
+            for arguments, culprit in _bad_calls(tool):
+                reply = server.request("tools/call", {"name": tool["name"], "arguments": arguments})
+                result = reply.get("result") or {}
+                text = " ".join(c.get("text", "") for c in result.get("content", []))
+                assert result.get("isError") is True, f"{tool['name']}({arguments}) did not fail: {reply}"
+                assert culprit in text, f"{tool['name']}({arguments}): the error does not name {culprit!r}: {text[:300]}"
+        if spec.probe is not None:
+            reply = server.request("tools/call", {"name": spec.probe.tool, "arguments": dict(spec.probe.arguments)})
+            assert not reply["result"].get("isError") and spec.probe.expect_key in reply["result"]["structuredContent"]
+        assert len(server.request("tools/list")["result"]["tools"]) == len(tools)  # still serving after all that
+    finally:
+        stderr = server.close()
+    for line in server.lines:
+        message = json.loads(line)  # a non-JSON line would be a stray print
+        assert message.get("jsonrpc") == "2.0", line
+    assert server.process.returncode == 0, stderr[-2000:]
+
+
+def test_a_real_grading_over_stdio_leaks_nothing_from_the_solution_processes(tmp_path):
+    solution = tmp_path / "noisy.py"
+    solution.write_text(
+        "import numpy as np\nprint('stdout from the solution at import')\n"
+        "def rms_norm(x, weight, eps):\n    print('stdout from every call')\n"
+        "    return (x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * weight).astype(x.dtype)\n"
+    )
+    server = RawStdio("servers.grader", REPO_ROOT, _env(tmp_path))
+    try:
+        server.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                      "clientInfo": {"name": "apex-hygiene", "version": "1"}}, timeout=60)
+        server.notify("notifications/initialized")
+        reply = server.request("tools/call", {"name": "check_correctness",
+                                              "arguments": {"task_id": "cpu-mini__rms_norm", "solution_path": str(solution)}},
+                               timeout=240)
+    finally:
+        server.close()
+    assert reply["result"]["structuredContent"]["outcome"] == "ok", reply
+    for line in server.lines:
+        assert json.loads(line).get("jsonrpc") == "2.0", line
+
+
+@pytest.mark.parametrize("module", sorted({s.module for s in all_servers()}))
+def test_importing_a_server_prints_nothing(module, tmp_path):
+    done = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=REPO_ROOT, env=_env(tmp_path),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == ""
+
+
+def test_the_gateway_mounts_every_server_under_its_namespace(listed):
+    names = {t.name for t in listed[GATEWAY.name]}
+    for server in SERVERS:
+        assert {f"{server.namespace}_{t.name}" for t in server.tools} <= names
