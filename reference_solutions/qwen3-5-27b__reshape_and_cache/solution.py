@@ -1,0 +1,79 @@
+"""Our KV-cache write: keys and values of several tokens per program, in one launch.
+
+What it changes from the baseline, and why that is faster:
+- One launch writes both caches instead of one launch per cache: at decode sizes the call is
+  launch-bound, and the second launch (and its slot reads) was half the cost.
+- Several tokens per program once there are many tokens (8 for long prefill chunks): a program
+  moves a (tokens x row) tile of keys and one of values with 16-byte vector accesses, so far fewer,
+  fatter programs keep more bytes in flight per scheduled block and read the slots once for both
+  caches.
+- Padding tokens (slot -1) are masked rows, so a padded decode batch costs nothing extra.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _cache_write_kernel(
+    key_ptr,
+    value_ptr,
+    key_cache_ptr,
+    value_cache_ptr,
+    slot_mapping_ptr,
+    num_tokens,
+    stride_key_tok,
+    stride_value_tok,
+    stride_kc_block,
+    stride_kc_slot,
+    stride_vc_block,
+    stride_vc_slot,
+    ROW: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    TOKENS: tl.constexpr,
+):
+    tokens = tl.program_id(0) * TOKENS + tl.arange(0, TOKENS)
+    slots = tl.load(slot_mapping_ptr + tokens, mask=tokens < num_tokens, other=-1)
+    write = (slots >= 0)[:, None]
+    blocks = slots // BLOCK_SIZE
+    offsets = slots % BLOCK_SIZE
+    cols = tl.arange(0, ROW)[None, :]
+    src_rows = tokens.to(tl.int64)[:, None]
+    k = tl.load(key_ptr + src_rows * stride_key_tok + cols, mask=write)
+    v = tl.load(value_ptr + src_rows * stride_value_tok + cols, mask=write)
+    tl.store(key_cache_ptr + (blocks * stride_kc_block + offsets * stride_kc_slot)[:, None] + cols, k, mask=write)
+    tl.store(value_cache_ptr + (blocks * stride_vc_block + offsets * stride_vc_slot)[:, None] + cols, v, mask=write)
+
+
+def reshape_and_cache(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    num_tokens, num_heads, head_dim = key.shape
+    row = num_heads * head_dim
+    assert row & (row - 1) == 0
+    for t in (key, value, key_cache, value_cache):
+        assert t.stride(-1) == 1 and t.stride(-2) == head_dim
+    tokens_per_program = 8 if num_tokens >= 4096 else (4 if num_tokens >= 1024 else 1)
+    _cache_write_kernel[(triton.cdiv(num_tokens, tokens_per_program),)](
+        key,
+        value,
+        key_cache,
+        value_cache,
+        slot_mapping,
+        num_tokens,
+        key.stride(0),
+        value.stride(0),
+        key_cache.stride(0),
+        key_cache.stride(1),
+        value_cache.stride(0),
+        value_cache.stride(1),
+        ROW=row,
+        BLOCK_SIZE=key_cache.shape[1],
+        TOKENS=tokens_per_program,
+        num_warps=4 if row * tokens_per_program <= 4096 else 8,
+    )
