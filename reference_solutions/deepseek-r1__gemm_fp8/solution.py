@@ -30,7 +30,7 @@ SCALE_BLOCK = 128
 _DEFAULT_SMS = 132
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
@@ -80,7 +80,7 @@ def _block_fp8_matmul_kernel(
     w_ptrs = w_ptr + offs_n[None, :].to(tl.int64) * stride_wn + offs_k[:, None]
     x_scale_ptrs = x_scale_ptr + offs_m * stride_xs_m
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
+    for k in range(tl.cdiv(K, BLOCK_K)):
         if EVEN_K:
             a = tl.load(x_ptrs)
             b = tl.load(w_ptrs)
@@ -119,13 +119,13 @@ def _config(m: int, n: int, sms: int) -> dict:
         block_m = max(16, triton.next_power_of_2(m))
         block_n = _column_tile(1, n, 128, 16, 2 * sms)
         stages = 4 if block_m <= 32 else 3
-        config = dict(BLOCK_M=block_m, BLOCK_N=block_n, GROUP_M=1, num_warps=4, num_stages=stages)
+        config = {"BLOCK_M": block_m, "BLOCK_N": block_n, "GROUP_M": 1, "num_warps": 4, "num_stages": stages}
     elif m <= 256:
         block_m = min(128, triton.next_power_of_2(m))
         block_n = _column_tile(triton.cdiv(m, block_m), n, 128, 32, 2 * sms)
-        config = dict(BLOCK_M=block_m, BLOCK_N=block_n, GROUP_M=8, num_warps=4, num_stages=4)
+        config = {"BLOCK_M": block_m, "BLOCK_N": block_n, "GROUP_M": 8, "num_warps": 4, "num_stages": 4}
     else:
-        config = dict(BLOCK_M=128, BLOCK_N=128, GROUP_M=8, num_warps=8, num_stages=4)
+        config = {"BLOCK_M": 128, "BLOCK_N": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 4}
     if torch.version.hip is not None:
         config["num_stages"] = 2
     return config

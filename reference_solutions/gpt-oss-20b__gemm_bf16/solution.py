@@ -31,7 +31,7 @@ _UPCAST_DOT = os.environ.get("TRITON_INTERPRET", "0") == "1"
 _DEFAULT_SMS = 132
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
@@ -76,7 +76,7 @@ def _matmul_kernel(
     x_ptrs = x_ptr + offs_m[:, None].to(tl.int64) * stride_xm + offs_k[None, :]
     w_ptrs = w_ptr + offs_n[None, :].to(tl.int64) * stride_wn + offs_k[:, None]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
+    for k in range(tl.cdiv(K, BLOCK_K)):
         if EVEN_K:
             a = tl.load(x_ptrs)
             b = tl.load(w_ptrs)
@@ -112,14 +112,14 @@ def _config(m: int, n: int, k: int, sms: int) -> dict:
         # The longest K step that divides K (no masks), 128 with masks when neither does.
         block_k = 64 if k % 128 and k % 64 == 0 else 128
         stages = 4 if block_m <= 32 else 3
-        config = dict(BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=1, num_warps=4, num_stages=stages)
+        config = {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "GROUP_M": 1, "num_warps": 4, "num_stages": stages}
     elif m <= 256:
         block_m = min(128, triton.next_power_of_2(m))
         block_n = _column_tile(triton.cdiv(m, block_m), n, 128, 32, 2 * sms)
-        config = dict(BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=4)
+        config = {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 4, "num_stages": 4}
     else:
         block_n = 256 if triton.cdiv(m, 128) * triton.cdiv(n, 256) >= sms and not hip else 128
-        config = dict(BLOCK_M=128, BLOCK_N=block_n, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
+        config = {"BLOCK_M": 128, "BLOCK_N": block_n, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
     if hip:
         config["num_stages"] = 2
     return config

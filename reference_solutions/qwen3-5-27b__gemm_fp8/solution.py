@@ -28,7 +28,7 @@ import triton.language as tl
 _DEFAULT_SMS = 132
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
@@ -74,7 +74,7 @@ def _scaled_mm_kernel(
     x_ptrs = x_ptr + offs_m[:, None].to(tl.int64) * stride_xm + offs_k[None, :]
     w_ptrs = w_ptr + offs_n[None, :].to(tl.int64) * stride_wn + offs_k[:, None]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
+    for k in range(tl.cdiv(K, BLOCK_K)):
         if EVEN_K:
             a = tl.load(x_ptrs)
             b = tl.load(w_ptrs)
@@ -107,13 +107,13 @@ def _config(m: int, n: int, k: int, sms: int) -> dict:
         # The longest K step that divides K (no masks), 256 with masks when neither does.
         block_k = 128 if k % 256 and k % 128 == 0 else 256
         stages = 4 if block_m <= 32 else 3
-        config = dict(BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=1, num_warps=4, num_stages=stages)
+        config = {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "GROUP_M": 1, "num_warps": 4, "num_stages": stages}
     elif m <= 256:
         block_m = min(128, triton.next_power_of_2(m))
         block_n = _column_tile(triton.cdiv(m, block_m), n, 128, 32, 2 * sms)
-        config = dict(BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=128, GROUP_M=8, num_warps=4, num_stages=4)
+        config = {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 4, "num_stages": 4}
     else:
-        config = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_warps=8, num_stages=4)
+        config = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 4}
     if torch.version.hip is not None:
         config["num_stages"] = 2
     return config

@@ -55,7 +55,7 @@ def _block_fp8_matmul_kernel(
     x_scale_ptrs = x_scale_ptr + offs_m * stride_xs_m
     w_scale_ptrs = w_scale_ptr + (offs_n // SCALE_BLOCK) * stride_ws_n
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
+    for k in range(tl.cdiv(K, BLOCK_K)):
         a = tl.load(x_ptrs, mask=offs_k[None, :] < K - k * BLOCK_K, other=0.0)
         b = tl.load(w_ptrs, mask=offs_k[:, None] < K - k * BLOCK_K, other=0.0)
         scale_k = (k * BLOCK_K) // SCALE_BLOCK

@@ -38,7 +38,7 @@ def reference_torch(x_q: Any, x_scale: Any, w_q: Any, w_scale: Any) -> Any:
     """y (M, N) bf16 = dequant(x_q) @ dequant(w_q)^T in fp32, scales per 1x128 and 128x128 block."""
     import torch
 
-    m, k = x_q.shape
+    k = x_q.shape[1]
     n = w_q.shape[0]
     x = x_q.to(torch.float32) * x_scale.repeat_interleave(128, dim=1)[:, :k]
     w = w_q.to(torch.float32) * w_scale.repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)[:n, :k]
