@@ -9,11 +9,11 @@ that is faster:
   not the loads, set the pace, and 3 stages hide the global-memory latency. Falls back to 128x128
   when the larger tile would leave much of the last wave of SMs idle.
 - Decode (M <= 64): 16- to 64-row tiles that cover all tokens, so the weight matrix is streamed
-  exactly once, with 128-wide K steps and 3-4 stages: several 16-32 KB loads in flight per SM, which
-  is what HBM bandwidth needs. The column tile shrinks (128 down to 16) until there are at least
-  two programs per SM, since a narrow weight (small N) would otherwise leave most SMs idle.
+  exactly once, with 128- or 256-wide K steps and 3-4 stages: several 8-32 KB loads in flight per
+  SM, which is what HBM bandwidth needs. The column tile shrinks (128 down to 16) until there are
+  at least two programs per SM, since a narrow weight (small N) would otherwise leave most SMs idle.
 - In between (64 < M <= 256): one row tile of up to 128 and a column tile sized the same way.
-- No masks on K when the tile divides K (all of this model's K), so every load is a full vector.
+- No masks on K when the tile divides K, so every load is a full vector.
 
 Under Triton's CPU interpreter only, tiles are upcast to fp32 before tl.dot (the interpreter
 multiplies bf16 tiles as raw integers); on a GPU the dot runs on bf16 tiles. On AMD the prefill
@@ -114,8 +114,8 @@ def _config(m: int, n: int, k: int, sms: int) -> dict:
     if m <= 64:
         block_m = max(16, triton.next_power_of_2(m))
         block_n = _column_tile(1, n, 128, 16, 2 * sms)
-        # The longest K step that divides K (no masks), 128 with masks when neither does.
-        block_k = 64 if k % 128 and k % 64 == 0 else 128
+        # Narrow column tiles take longer K steps so each program keeps as many bytes in flight.
+        block_k = 256 if block_n <= 32 else 128
         stages = 4 if block_m <= 32 else 3
         config = {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "GROUP_M": 1, "num_warps": 4, "num_stages": stages}
     elif m <= 256:
