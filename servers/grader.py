@@ -125,6 +125,13 @@ async def _grade(ctx: Context | None, task_id: str, paths: list[str], options: G
     )
 
 
+Backend = Annotated[
+    Literal["apex", "magpie"],
+    Field(description="Who times: 'apex' (built in, default) or 'magpie' (an installed Magpie at MAGPIE_ROOT on the "
+                      "grading machine); correctness is always checked by Apex."),
+]
+
+
 @mcp.tool
 @user_errors_as_tool_errors
 async def grade_solution(
@@ -134,10 +141,11 @@ async def grade_solution(
     timeout_s: Timeout = 180.0,
     use_cache: Annotated[bool, Field(description="Reuse the verdict of an earlier grading of this exact file on this "
                                                  "machine; false grades it again.")] = True,
+    backend: Backend = "apex",
 ) -> GradeSummary:
     """Grade one solution: compile, correctness on every test and hidden shape, interleaved timing
     against the baseline, score and RL reward. Use it for the verdict once check_correctness passes."""
-    results = await _grade(ctx, task_id, [solution_path], GradeOptions(timeout_s=timeout_s), use_cache)
+    results = await _grade(ctx, task_id, [solution_path], GradeOptions(timeout_s=timeout_s, backend=backend), use_cache)
     return summarize(results[0])
 
 
@@ -152,10 +160,12 @@ async def check_correctness(task_id: TaskId, solution_path: SolutionPath, ctx: C
 
 @mcp.tool
 @user_errors_as_tool_errors
-async def benchmark(task_id: TaskId, solution_path: SolutionPath, ctx: Context, timeout_s: Timeout = 180.0) -> GradeSummary:
+async def benchmark(
+    task_id: TaskId, solution_path: SolutionPath, ctx: Context, timeout_s: Timeout = 180.0, backend: Backend = "apex"
+) -> GradeSummary:
     """Time a solution against the baseline on the task's benchmark shapes (a quick correctness gate
     on the test shapes only, one seed). Use it to compare variants; grade_solution gives the verdict."""
-    options = GradeOptions(timeout_s=timeout_s, hidden_shapes=False, seeds_per_shape=1)
+    options = GradeOptions(timeout_s=timeout_s, hidden_shapes=False, seeds_per_shape=1, backend=backend)
     results = await _grade(ctx, task_id, [solution_path], options, False)
     return summarize(results[0])
 

@@ -31,6 +31,8 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(mcp_app, name="mcp")
 
 console = Console(width=None if sys.stdout.isatty() else 160)
+progress_console = Console(stderr=True)
+"""Progress lines go to stderr, so that --json output on stdout stays parseable."""
 
 GpuOption = Annotated[
     Optional[str],
@@ -101,6 +103,69 @@ def tasks_show(task_id: Annotated[str, typer.Argument(help="Task id, e.g. llama-
     render.task_detail(console, task, resolve_target(gpu))
 
 
+@tasks_app.command("verify")
+def tasks_verify(
+    task_id: Annotated[Optional[str], typer.Option("--task", help="Verify this task.")] = None,
+    every: Annotated[bool, typer.Option("--all", help="Verify every task.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Baseline correct, reference solution correct and faster, signal and roofline sane (GPU: timed)."""
+    from apex_core.grader.judge import GradeOptions
+    from apex_core.tasks import all_tasks, get_task
+    from apex_core.tasks.verify import verify_task
+
+    if (task_id is None) == (not every):
+        raise ApexUserError("give exactly one of --task ID or --all")
+    tasks = sorted(all_tasks().values(), key=lambda t: t.id) if every else [get_task(task_id or "")]
+    on_gpu, spec, rates = _gpu_context()
+    options = GradeOptions(warm_pool=True)
+    results = []
+    for task in tasks:
+        if task.needs_gpu and not on_gpu and task.language != "triton":
+            continue  # HIP sources need a GPU toolchain; nothing to check here
+        results.append(verify_task(task, on_gpu, spec, rates, options, progress=lambda m: progress_console.print(m, style="dim")))
+    if as_json:
+        _print_json({"timed": on_gpu, "measured": rates.model_dump() if rates else None, "tasks": [r.model_dump() for r in results]})
+    else:
+        render.verification(console, results, rates)
+    if any(not r.passed for r in results):
+        raise typer.Exit(1)
+
+
+def _gpu_context():
+    """Whether a GPU is here, its spec from the hardware model, and its measured rates."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return False, None, None
+    from apex_core.hardware import resolve_target
+    from apex_core.hardware.measured import measured_rates
+
+    return True, resolve_target(None).spec, measured_rates()
+
+
+@tasks_app.command("export")
+def tasks_export(
+    output_format: Annotated[str, typer.Option("--format", help="jsonl (one task per line).")] = "jsonl",
+    with_solutions: Annotated[bool, typer.Option("--with-solutions", help="Include our reference solutions (SFT targets).")] = False,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    gpu: GpuOption = None,
+) -> None:
+    """Export every task for RL/SFT frameworks: prompts, baseline, reference, shapes, metadata."""
+    from apex_core.hardware import resolve_target
+    from apex_core.tasks import all_tasks
+    from apex_core.tasks.export import export_records
+
+    if output_format != "jsonl":
+        raise ApexUserError(f"unknown export format {output_format!r}; the supported format is jsonl")
+    lines = [r.model_dump_json() + "\n" for r in export_records(list(all_tasks().values()), resolve_target(gpu), with_solutions)]
+    if output is None:
+        sys.stdout.write("".join(lines))
+    else:
+        output.write_text("".join(lines), encoding="utf-8")
+        console.print(f"wrote {len(lines)} tasks to {output}")
+
+
 @app.command()
 def prompt(
     task_id: Annotated[Optional[str], typer.Option("--task-id", help="Print the prompt of this task.")] = None,
@@ -142,6 +207,7 @@ def grade(
     device: Annotated[Optional[str], typer.Option(help="GPU index (0, 1, ...), cuda:N or cpu; default: GPU 0 if the task needs one.")] = None,
     no_timing: Annotated[bool, typer.Option("--no-timing", help="Check correctness only.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Grade again even if this exact solution was graded here before.")] = False,
+    backend: Annotated[str, typer.Option(help="Who times: apex (built in) or magpie (an installed Magpie at MAGPIE_ROOT).")] = "apex",
 ) -> None:
     """Grade solution files out of process: compile, correctness on all shapes, interleaved timing, score."""
     from apex_core.grader.judge import GradeOptions
@@ -149,7 +215,11 @@ def grade(
 
     paths = [*solution, *(more or [])]
     # A one-shot command grading one file gains nothing from keeping workers warm for later.
-    options = GradeOptions(timeout_s=timeout, device=_device_name(device), timing=not no_timing, warm_pool=len(paths) > 1)
+    if backend not in ("apex", "magpie"):
+        raise ApexUserError(f"unknown --backend {backend!r}; use apex or magpie")
+    options = GradeOptions(
+        timeout_s=timeout, device=_device_name(device), timing=not no_timing, warm_pool=len(paths) > 1, backend=backend
+    )
     results = grade_solutions(task, paths, options, use_cache=not no_cache)
     if as_json:
         _print_json([r.model_dump(mode="json") for r in results])

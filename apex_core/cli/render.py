@@ -9,7 +9,9 @@ from apex_core.evaluation import EvalReport
 from apex_core.grader.result import GradeResult
 from apex_core.hardware.specs import SOURCED_FIELDS
 from apex_core.hardware.target import HardwareTarget
+from apex_core.hardware.measured import MeasuredRates
 from apex_core.tasks.schema import Task, load_reference
+from apex_core.tasks.verify import TaskVerification
 
 
 def _ns(value: float | None) -> str:
@@ -125,3 +127,24 @@ def eval_report(console: Console, report: EvalReport) -> None:
     )
     console.print(f"prompt: {report.prompt_path}")
     grade_result(console, report.grade, title=f"Score report: {report.task_id} (target {report.target_arch})")
+
+
+def verification(console: Console, results: list[TaskVerification], rates: MeasuredRates | None) -> None:
+    if rates is not None:
+        matmul = ", ".join(f"{k} {v / 1e12:.0f} TFLOP/s" for k, v in rates.matmul_flops_per_s.items())
+        console.print(f"measured here: copy {rates.copy_bandwidth_bytes_per_s / 1e12:.2f} TB/s (read+write); matmul {matmul}")
+    table = Table(title=f"{sum(r.passed for r in results)} of {len(results)} tasks verified")
+    for column in ("task", "verdict", "speedup", "largest shape", "baseline", "solution", "of measured"):
+        table.add_column(column)
+    for r in results:
+        largest = r.shapes[-1] if r.shapes else None
+        table.add_row(
+            r.task_id,
+            "ok" if r.passed else "; ".join(r.problems)[:160],
+            f"{r.speedup:.2f}x" if r.speedup else ("-" if r.timed else "not timed"),
+            str(largest.shape) if largest else "-",
+            f"{largest.baseline_us:.2f} us" if largest else "-",
+            f"{largest.solution_us:.2f} us" if largest else "-",
+            f"{100 * largest.fraction_of_measured:.0f}% ({largest.bound})" if largest and largest.fraction_of_measured else "-",
+        )
+    console.print(table)

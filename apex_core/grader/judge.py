@@ -13,10 +13,11 @@ import atexit
 import contextlib
 import hashlib
 import secrets
+import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -41,7 +42,11 @@ GRADER_NAME = "apex"
 Progress = Callable[[float, str], None]
 DEFAULT_FLUSH_BYTES = 512 * 1024**2
 CALL_BUFFERS = 3
-"""Timed calls rotate over this many input buffers, refilled from the pool before every call."""
+"""Timed calls rotate over at least this many input buffers, refilled from the pool before every call."""
+SMALL_CALL_BUFFERS = 8
+SMALL_INPUT_BYTES = 32 * 1024**2
+"""Inputs up to this size get SMALL_CALL_BUFFERS buffers: more allocations averaged over, so where
+the memory happens to sit moves a small kernel's median less from one grading to the next."""
 _BASELINE_TRACES: dict[tuple[str, str, str], dict[str, Any]] = {}
 _BASELINE_WORKERS: dict[tuple[str, str, WorkerSpec], WorkerProcess] = {}
 """Baseline workers kept between gradings (pool mode), by task, task content and worker spec."""
@@ -92,6 +97,9 @@ class GradeOptions(BaseModel):
     memory_bytes: int | None = Field(default=None, gt=0)
     """Resident memory one solution's processes may hold; default half the machine, at most 16 GiB."""
     bootstrap_draws: int = Field(default=1000, ge=100)
+    backend: Literal["apex", "magpie"] = "apex"
+    """Who times: our interleaved harness, or an installed Magpie (MAGPIE_ROOT). Correctness,
+    the trace checks' verdicts, floors and ceilings stay ours either way."""
 
 
 def _machine() -> tuple[DetectedDevice, GpuSpec | None]:
@@ -150,6 +158,7 @@ class _Run:
         self.speedup_draws: list[Any] = []
         """Bootstrap draws of each timed shape's speedup, combined into the overall interval."""
         self.phases: dict[str, float] = {}
+        self.timing_method = ""
         self.interpreted = False
         if task.language == "triton" and self.device == "cpu":
             # No GPU: Triton kernels run in the interpreter, which checks correctness but says
@@ -253,8 +262,8 @@ class _Run:
         """Distinct input sets per timed shape: the options' count, scaled down for tasks with large inputs."""
         return max(2, round(self.options.inputs_per_shape * self.task.timing_input_sets / DEFAULT_INPUT_SETS))
 
-    def inputs(self, shape: Shape, seed: int) -> list[Any]:
-        return list(self.make_inputs(shape, self.task.dtype, seed, self.device, self.task.params))
+    def inputs(self, shape: Shape, seed: int, device: str | None = None) -> list[Any]:
+        return list(self.make_inputs(shape, self.task.dtype, seed, device or self.device, self.task.params))
 
     # --- correctness -----------------------------------------------------------------------------
 
@@ -292,8 +301,7 @@ class _Run:
             tolerance = self.task.tolerance_for(dtype_name(output))
             if tolerance.atol == 0 and tolerance.rtol == 0:
                 continue
-            values = as_float64(output)
-            magnitude = float(np.max(np.abs(values[np.isfinite(values)]), initial=0.0))
+            magnitude = _largest_finite_magnitude(output)
             if magnitude <= SIGNAL_FACTOR * max(tolerance.atol, 1e-30):
                 which = f"output {position} " if len(expected) > 1 else "output "
                 raise _Failed(
@@ -303,9 +311,14 @@ class _Run:
                 )
 
     def expected(self, args: list[Any]) -> list[Any]:
-        """The reference's outputs for ``args``, on the host; the reference sees copies."""
-        copies = [a.clone() if hasattr(a, "clone") else (a.copy() if hasattr(a, "copy") else a) for a in args]
-        return [_to_cpu(v) for v in as_output_list(self.reference(*copies))]
+        """The reference's outputs for ``args``, computed on the grading device from copies.
+
+        They stay on that device: comparisons run there (see ``compare``).
+        """
+        copies = [
+            a.to(self.device, copy=True) if hasattr(a, "clone") else (a.copy() if hasattr(a, "copy") else a) for a in args
+        ]
+        return as_output_list(self.reference(*copies))
 
     def _check_case(self, worker: WorkerProcess, shape: Shape, seed: int) -> tuple[Outcome | None, Comparison]:
         library = self.task.array_library
@@ -343,17 +356,23 @@ class _Run:
     ) -> ShapeTiming:
         library = self.task.array_library
         on_gpu = self.device != "cpu"
-        pool = [
-            self.inputs(shape, _case_seed(self.options.public_seed, self.secret_seed, 1000 + index, k))
-            for k in range(self.input_sets())
-        ]
-        payload = wire.encode_values([value for args in pool for value in args], library)
+        # Drawn on the host: they go straight to the workers, and to the device here only for the
+        # few references the timed-output check needs.
+        with self.phase("timing.inputs"):
+            pool = [
+                self.inputs(shape, _case_seed(self.options.public_seed, self.secret_seed, 1000 + index, k), device="cpu")
+                for k in range(self.input_sets())
+            ]
+            payload = wire.encode_values([value for args in pool for value in args], library)
         flush = spec.cache_flush_bytes if spec else DEFAULT_FLUSH_BYTES
         workers = {"baseline": baseline, "solution": candidate}
-        for name, worker in workers.items():
-            worker.request({"op": "stage", "count": len(pool), "buffers": CALL_BUFFERS}, payload)
-            reply, _ = worker.request({"op": "warmup", "min_calls": 10, "min_seconds": 0.025})
-            self._require_ok(reply, name)
+        set_bytes = sum(v.numel() * v.element_size() if hasattr(v, "element_size") else getattr(v, "nbytes", 0) for v in pool[0])
+        buffers = SMALL_CALL_BUFFERS if set_bytes <= SMALL_INPUT_BYTES else CALL_BUFFERS
+        with self.phase("timing.stage"):
+            for name, worker in workers.items():
+                worker.request({"op": "stage", "count": len(pool), "buffers": buffers}, payload)
+                reply, _ = worker.request({"op": "warmup", "min_calls": 10, "min_seconds": 0.025})
+                self._require_ok(reply, name)
         samples: dict[str, list[int]] = {"baseline": [], "solution": []}
         threads: dict[str, int] = {}
         reps = 5
@@ -382,7 +401,8 @@ class _Run:
             # Grow the chunk so that per-request overhead stays small for fast kernels.
             slowest = max(stats.median(v) for v in samples.values())
             reps = int(min(200, max(5, 0.05e9 / max(slowest, 1.0))))
-        self._check_timed_outputs(candidate, shape, pool)
+        with self.phase("timing.outputs"):
+            self._check_timed_outputs(candidate, shape, pool)
         if index == 0 and on_gpu:
             with self.phase("trace"):
                 self._check_trace(baseline, candidate)
@@ -391,10 +411,7 @@ class _Run:
         b_med, s_med = stats.median(samples["baseline"]), stats.median(samples["solution"])
         draws = stats.bootstrap_speedup_draws(samples["baseline"], samples["solution"], self.options.bootstrap_draws, seed=index)
         self.speedup_draws.append(draws)
-        floor_ns = None
-        if spec is not None and on_gpu:
-            model: Roofline = self.roofline(shape, self.task.dtype, self.task.params)
-            floor_ns = model.floor_seconds(spec, self.task.dtype) * 1e9
+        floor_ns = self.floor_ns(shape, spec)
         return ShapeTiming(
             shape=shape,
             baseline_median_ns=b_med,
@@ -465,6 +482,54 @@ class _Run:
                 timings.append(self.time_shape(baseline, candidate, shape, index, spec))
             return timings
 
+    def time_with_magpie(self) -> None:
+        """Let an installed Magpie time baseline and solution; floors and ceilings stay ours."""
+        from apex_core.grader import magpie_backend
+
+        scratch = Path(tempfile.mkdtemp(prefix="apex-magpie-"))
+        try:
+            timing = magpie_backend.run_magpie_timing(
+                self.task, self.task.baseline_path, self.solution, self.task.timed_shapes, self.options.timeout_s, scratch,
+                seed=secrets.randbits(31),
+            )
+        except magpie_backend.MagpieError as error:
+            raise _Failed(Outcome(error.outcome), f"Magpie: {error}") from None
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        _, spec = _machine()
+        self.timing_method = f"Magpie ({timing.timing_method})"
+        for index, measured in enumerate(timing.shapes):
+            baseline = [int(round(v)) for v in measured.baseline_samples_ns] or [int(measured.baseline_median_ns)]
+            solution = [int(round(v)) for v in measured.solution_samples_ns] or [int(measured.solution_median_ns)]
+            draws = stats.bootstrap_speedup_draws(baseline, solution, self.options.bootstrap_draws, seed=index)
+            self.speedup_draws.append(draws)
+            self.timings.append(
+                ShapeTiming(
+                    shape=measured.shape,
+                    baseline_median_ns=measured.baseline_median_ns,
+                    solution_median_ns=measured.solution_median_ns,
+                    speedup=measured.speedup,
+                    speedup_ci95=stats.interval(draws),
+                    baseline_samples_ns=baseline,
+                    solution_samples_ns=solution,
+                    roofline_floor_ns=self.floor_ns(measured.shape, spec),
+                )
+            )
+        overall = stats.geometric_mean([t.speedup for t in self.timings])
+        if overall > self.task.speedup_ceiling:
+            # Magpie has no hardened mode of ours; an implausible speedup earns nothing from it.
+            raise _Failed(
+                Outcome.tampering,
+                f"Magpie measured {overall:.2f}x, above the task's {self.task.speedup_ceiling:g}x ceiling; "
+                "grade with the apex backend to have it re-measured",
+            )
+
+    def floor_ns(self, shape: Shape, spec: GpuSpec | None) -> float | None:
+        if spec is None or self.device == "cpu":
+            return None
+        model: Roofline = self.roofline(shape, self.task.dtype, self.task.params)
+        return model.floor_seconds(spec, self.task.dtype) * 1e9
+
     def time_with_ceiling(self, candidate: WorkerProcess) -> None:
         """Time; a speedup above the task's ceiling is measured again, hardened, before any credit."""
         self.timings = self.time_all(candidate)
@@ -499,12 +564,28 @@ class _Failed(Exception):
         self.reason = reason
 
 
+def _largest_finite_magnitude(value: Any) -> float:
+    if hasattr(value, "detach"):
+        import torch
+
+        finite = value.detach().to(torch.float64)
+        finite = finite[torch.isfinite(finite)]
+        return float(finite.abs().max()) if finite.numel() else 0.0
+    values = as_float64(value)
+    return float(np.max(np.abs(values[np.isfinite(values)]), initial=0.0))
+
+
 def _to_cpu(value: Any) -> Any:
     return value.detach().cpu() if hasattr(value, "detach") else value
 
 
 def _provenance(
-    task: Task, solution: Path | None, device_name: str, public_seed: int, clocks_before: Clocks | None = None
+    task: Task,
+    solution: Path | None,
+    device_name: str,
+    public_seed: int,
+    clocks_before: Clocks | None = None,
+    timing_method: str = "",
 ) -> Provenance:
     on_gpu = device_name != "cpu"
     env = fingerprint.environment(on_gpu)
@@ -517,7 +598,8 @@ def _provenance(
         environment_key=env.key(),
         clocks_before=clocks_before,
         clocks_after=fingerprint.read_clocks(on_gpu),
-        timing_method=(
+        timing_method=timing_method
+        or (
             "cuda events per call after a device spin that hides the launch, cache flush of 2x the "
             "last-level cache, rotating refilled inputs, interleaved A/B, adaptive"
             if on_gpu
@@ -543,6 +625,16 @@ def result_without_solution(task: Task, solution: Path, reason: str) -> GradeRes
     )
 
 
+def _require_magpie(task: Task) -> None:
+    """A Magpie grading that cannot happen is the user's mistake: say so before anything runs."""
+    from apex_core.grader import magpie_backend
+
+    magpie_backend.require_magpie_root()
+    reason = magpie_backend.magpie_supports(task)
+    if reason:
+        raise ApexUserError(f"--backend magpie cannot grade {task.id}: {reason}; use --backend apex")
+
+
 _DIRTY_ENVIRONMENT: list[str] = []
 """Set once a solution changed an installed library; nothing graded here after that can be trusted."""
 
@@ -554,6 +646,8 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
     """
     options = options or GradeOptions()
     solution = check_solution_file(task, Path(solution))
+    if options.backend == "magpie" and options.timing:
+        _require_magpie(task)
     run = _Run(task, solution, options, progress)
     run.progress(0.0, "starting a worker and loading the solution")
     findings = prescan.scan_source(solution.read_text(encoding="utf-8", errors="replace"))
@@ -582,7 +676,10 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
             correct = True
             if options.timing and not run.interpreted:
                 with run.phase("timing"):
-                    run.time_with_ceiling(candidate)
+                    if options.backend == "magpie":
+                        run.time_with_magpie()
+                    else:
+                        run.time_with_ceiling(candidate)
             elif run.interpreted:
                 run.flags.append("not_timed: Triton ran in the CPU interpreter, whose speed means nothing")
     except _Failed as failed:
@@ -640,7 +737,7 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
         flags=run.flags,
         score=score,
         rl_reward=rl_reward(outcome.value, correct, credited if correct else None, own_work=not run.no_custom_kernel),
-        provenance=_provenance(task, solution, run.device, options.public_seed, clocks_before),
+        provenance=_provenance(task, solution, run.device, options.public_seed, clocks_before, run.timing_method),
         elapsed_s=round(time.monotonic() - run.started, 3),
         phases_s=run.phases,
     )

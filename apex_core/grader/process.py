@@ -9,6 +9,7 @@ and then kills the reaper's group as a last resort.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
 import os
@@ -67,6 +68,17 @@ def sandbox_identity() -> tuple[int, int] | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return (entry.pw_uid, entry.pw_gid) if probe.returncode == 0 else None
+
+
+PIPE_BYTES = 1 << 20
+
+
+def _widen_pipe(fd: int) -> None:
+    """Give a pipe 1 MiB of buffer instead of 64 KiB: staged inputs move in fewer, larger writes."""
+    try:
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    except OSError:
+        pass  # above the system's pipe-max-size: the default buffer still works
 
 
 def default_memory_bytes() -> int:
@@ -154,6 +166,8 @@ class WorkerProcess:
             os.chown(self.scratch, *self.identity)
         to_worker_r, self._to_worker = os.pipe()
         self._from_worker, from_worker_w = os.pipe()
+        for fd in (self._to_worker, from_worker_w):
+            _widen_pipe(fd)
         config = {
             "pass_fds": [to_worker_r, from_worker_w],
             "scratch": str(self.scratch),

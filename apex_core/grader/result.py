@@ -86,7 +86,7 @@ class GradeResult(BaseModel):
     provenance: Provenance
     elapsed_s: float
     phases_s: dict[str, float] = Field(default_factory=dict)
-    """Wall time per stage (integrity, load, correctness, timing; 'trace' is part of 'timing')."""
+    """Wall time per stage (integrity, load, correctness, timing); 'timing.*' and 'trace' are parts of 'timing'."""
     cached: bool = False
     """True when this result came from the grade cache rather than a new measurement."""
 

@@ -136,7 +136,9 @@ class Worker:
             self.torch = torch
             if device.startswith("cuda"):
                 # Events, synchronization and default allocations all follow the current device.
-                torch.cuda.set_device(torch.device(device))
+                index = torch.device(device).index
+                if index is not None:  # plain 'cuda' means the current device, which set_device refuses
+                    torch.cuda.set_device(index)
                 self.timers = _DeviceTimers(torch, device)
                 torch.empty(1, device=device)  # create the context now, not inside the first call
                 _warm_up_profiler(torch)

@@ -13,9 +13,13 @@ from pathlib import Path
 from apex_core.tasks.schema import Task
 
 REFERENCE_SOLUTIONS_DIR = Path(__file__).resolve().parents[2] / "reference_solutions"
+DEMO_SOLUTIONS_DIR = Path(__file__).resolve().parents[1] / "agents" / "canned"
+"""The CPU demo task's solution is the one the dry-run agent submits (it is public by design)."""
 
 
 def reference_solution_path(task: Task) -> Path | None:
     """Our solution file for ``task``, or None where none is shipped."""
-    path = REFERENCE_SOLUTIONS_DIR / task.id / task.solution_filename
-    return path if path.is_file() else None
+    for path in (REFERENCE_SOLUTIONS_DIR / task.id / task.solution_filename, DEMO_SOLUTIONS_DIR / f"{task.id}.py"):
+        if path.is_file():
+            return path
+    return None

@@ -35,3 +35,23 @@ def test_input_mutation_is_detected_bit_for_bit():
     changed = before[0].copy()
     changed[0] = 2.0
     assert not inputs_unchanged(before, [changed, 0.1])
+
+
+def test_torch_tensors_are_compared_by_the_same_rules_as_numpy_arrays():
+    import torch
+
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal((5, 7)).astype(np.float32)
+    ref[0, 0], ref[1, 1] = np.nan, np.inf
+    cases = [ref.copy()]
+    for position, value in [((2, 3), 0.5), ((4, 6), np.nan), ((1, 1), -np.inf), ((3, 2), 1e-4)]:
+        out = ref.copy()
+        out[position] += value if np.isfinite(value) else 0
+        if not np.isfinite(value):
+            out[position] = value
+        cases.append(out)
+    for out in cases:
+        expected = compare_outputs(out, ref, TOL)
+        got = compare_outputs(torch.from_numpy(out), torch.from_numpy(ref), TOL)
+        assert (got.passed, got.max_error_index, got.message) == (expected.passed, expected.max_error_index, expected.message)
+        assert got.max_abs_error == expected.max_abs_error
