@@ -154,3 +154,17 @@ def test_a_task_whose_reference_is_tolerance_sized_is_the_tasks_fault(task):
     assert result.outcome is Outcome.infra_error
     assert "needs inputs with more signal" in result.reason
     assert result.rl_reward is None and result.score.total == 0
+
+
+def test_the_magpie_backend_without_magpie_installed_is_a_user_error_before_anything_runs(monkeypatch):
+    from apex_core.errors import ApexUserError
+    from apex_core.grader.judge import GradeOptions, grade
+
+    monkeypatch.delenv("MAGPIE_ROOT", raising=False)
+    with pytest.raises(ApexUserError, match="MAGPIE_ROOT"):
+        grade(get_task("cpu-mini__rms_norm"), CANNED, GradeOptions(backend="magpie"))
+
+
+def test_an_unknown_backend_on_the_command_line_is_one_clear_line(apex_cli):
+    done = apex_cli("grade", "--task", "cpu-mini__rms_norm", "--solution", str(CANNED), "--backend", "nvbench")
+    assert done.returncode == 2 and "unknown --backend 'nvbench'; use apex or magpie" in done.stderr
