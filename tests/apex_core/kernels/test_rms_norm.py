@@ -127,3 +127,20 @@ def test_each_model_task_uses_the_norm_its_model_config_declares():
         assert task.reference.endswith("reference_torch_zero_centered") == zero_centered, task_id
         assert ("zero_centered" in task.baseline) == zero_centered, task_id
         assert all(s["hidden"] == task.architecture.hidden_size for s in task.test_shapes + task.benchmark_shapes)
+
+
+CUDA_ONLY = ("cuda", "<<<", "_sync(", "__nv_", "cub::", "cooperative_groups")
+
+
+def test_the_hip_task_is_the_llama_rms_norm_in_hip_with_portable_sources():
+    from apex_core.grader.native import kernel_names
+    from apex_core.tasks.reference_solutions import reference_solution_path
+
+    hip, triton_task = get_task("llama-3-1-8b-instruct__rms_norm_hip"), get_task("llama-3-1-8b-instruct__rms_norm")
+    assert (hip.language, hip.solution_filename, hip.cpu_shapes) == ("hip", "solution.hip", [])
+    assert (hip.reference, hip.inputs, hip.params) == (triton_task.reference, triton_task.inputs, triton_task.params)
+    assert hip.test_shapes == triton_task.test_shapes and hip.benchmark_shapes == triton_task.benchmark_shapes
+    for source in (hip.baseline_source, reference_solution_path(hip).read_text()):
+        assert 'm.def("rms_norm", &rms_norm)' in source and "warpSize" in source
+        assert not [word for word in CUDA_ONLY if word in source]
+        assert kernel_names(source)

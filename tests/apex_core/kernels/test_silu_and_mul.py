@@ -58,3 +58,20 @@ def test_one_timed_input_set_stays_under_a_gigabyte():
         largest = max(task.benchmark_shapes, key=lambda s: s["tokens"])
         rows = silu_and_mul.input_rows(largest, task.params)
         assert rows * 2 * largest["intermediate"] * dtype_bytes(task.dtype) < 1e9
+
+
+CUDA_ONLY = ("cuda", "<<<", "_sync(", "__nv_", "cub::", "cooperative_groups")
+
+
+def test_the_hip_task_is_the_llama_silu_and_mul_in_hip_with_portable_sources():
+    from apex_core.grader.native import kernel_names
+    from apex_core.tasks.reference_solutions import reference_solution_path
+
+    hip, triton_task = get_task("llama-3-1-8b-instruct__silu_and_mul_hip"), get_task("llama-3-1-8b-instruct__silu_and_mul")
+    assert (hip.language, hip.solution_filename, hip.cpu_shapes) == ("hip", "solution.hip", [])
+    assert (hip.reference, hip.inputs) == (triton_task.reference, triton_task.inputs)
+    assert hip.test_shapes == triton_task.test_shapes and hip.benchmark_shapes == triton_task.benchmark_shapes
+    for source in (hip.baseline_source, reference_solution_path(hip).read_text()):
+        assert 'm.def("silu_and_mul", &silu_and_mul)' in source
+        assert not [word for word in CUDA_ONLY if word in source]
+        assert kernel_names(source)
