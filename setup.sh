@@ -125,10 +125,21 @@ else
 fi
 
 # --- agent CLIs ----------------------------------------------------------------------------------
+# Project scope: the committed .mcp.json, .cursor/mcp.json, .codex/config.toml and skill links,
+# checked (and rewritten if they drifted) from the server registry; `apex mcp install --scope user`
+# registers the servers for every folder instead.
 for cli in "${CLI_LIST[@]}"; do
   case "$cli" in
     none) ;;
-    *) say "==> wiring $cli"; "$VENV/bin/apex" mcp install --client "$cli" ;;
+    *)
+      say "==> wiring $cli"
+      "$VENV/bin/apex" mcp install --client "$cli" --project-dir "$ROOT"
+      case "$cli" in
+        claude) command -v claude >/dev/null 2>&1 || say "    (claude is not on PATH: npm install -g @anthropic-ai/claude-code)" ;;
+        codex) command -v codex >/dev/null 2>&1 || say "    (codex is not on PATH: npm install -g @openai/codex)" ;;
+        cursor) say "    (open this folder in Cursor; it reads .cursor/mcp.json and .agents/skills)" ;;
+      esac
+      ;;
   esac
 done
 

@@ -31,6 +31,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 QUALIFIED = re.compile(r"mcp__([A-Za-z0-9_-]+?)__([a-z][a-z0-9_]*)")
 BACKTICKED = re.compile(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`")
 TOOL_TALK = re.compile(r"\b(tools?|MCP)\b")
+HOST_SETTINGS = {"tool_timeout_sec", "startup_timeout_sec", "env_vars", "enabled_tools", "disabled_tools", "trust_level"}
+"""Configuration keys the hosts define (Codex's config.toml), which docs about tools name too."""
 
 
 def _walk(schema: Any, into: set[str]) -> None:
@@ -75,7 +77,7 @@ def _qualified_problems(text: str, tools: dict[str, set[str]]) -> list[str]:
 
 
 def _bare_problems(text: str, surface: dict[str, Any], every_line: bool) -> list[str]:
-    known = surface["names"] | surface["vocabulary"]
+    known = surface["names"] | surface["vocabulary"] | HOST_SETTINGS
     problems = []
     for number, line in enumerate(text.splitlines(), 1):
         if every_line or TOOL_TALK.search(line):

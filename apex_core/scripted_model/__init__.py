@@ -1,0 +1,13 @@
+"""A scripted stand-in for an Anthropic-Messages model: offline, deterministic host runs.
+
+Claude Code (or any client of the Messages API) pointed at ``ScriptedModelServer`` runs headless
+exactly as it would against a real model, tool calls and MCP servers included, while the
+"model" replays a script file (``scripts/*.yaml``) and records every request it receives. Tests
+use it to prove the whole path host -> MCP -> grader -> host offline; demos and regression runs
+use the same scripts through ``python -m apex_core.scripted_model``.
+"""
+
+from apex_core.scripted_model.script import Match, Script, Turn, load_script, render_text
+from apex_core.scripted_model.server import RecordedRequest, ScriptedModelServer
+
+__all__ = ["Match", "RecordedRequest", "Script", "ScriptedModelServer", "Turn", "load_script", "render_text"]

@@ -1,0 +1,140 @@
+"""The real agent clients, installed from the npm registry once per machine, for conformance tests.
+
+Claude Code, Codex and the MCP Inspector are installed with npm into a cache folder keyed by their
+pinned versions (reused by every test of a session, and by later sessions while the folder
+exists), always with a throw-away HOME so no user configuration is read or written. The pins are
+versions verified to work with Node 18+ (Debian's nodejs) and their documented flags; override
+them with APEX_TEST_CLAUDE_CODE, APEX_TEST_CODEX and APEX_TEST_MCP_INSPECTOR (an npm version
+spec) and the folder with APEX_TEST_NPM_DIR.
+
+Where npm is missing and the tests run as root with apt-get available (CI's fresh Debian image),
+Debian's nodejs and npm are installed first; set APEX_TEST_NO_APT=1 to forbid that. Tests that
+need a client skip, naming the reason, only when it cannot be installed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+PINS = {
+    "claude": ("@anthropic-ai/claude-code", os.environ.get("APEX_TEST_CLAUDE_CODE", "2.1.197"), "claude"),
+    "codex": ("@openai/codex", os.environ.get("APEX_TEST_CODEX", "0.171.0"), "codex"),
+    "inspector": ("@modelcontextprotocol/inspector", os.environ.get("APEX_TEST_MCP_INSPECTOR", "0.15.0"), "mcp-inspector"),
+}
+
+
+@dataclass
+class NpmClients:
+    root: Path | None
+    problem: str = ""
+
+    def bin(self, name: str) -> str:
+        if self.root is None:
+            pytest.skip(f"the {name} client cannot be installed here: {self.problem}")
+        path = self.root / "node_modules" / ".bin" / PINS[name][2]
+        if not path.exists():
+            pytest.skip(f"{PINS[name][0]} did not install: {self.problem or 'its binary is missing'}")
+        return str(path)
+
+    def version(self, name: str) -> str:
+        if self.root is None:
+            return "not installed"
+        package = self.root / "node_modules" / PINS[name][0] / "package.json"
+        return json.loads(package.read_text())["version"] if package.exists() else "not installed"
+
+
+def _run(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+
+
+def _ensure_npm() -> str:
+    """npm's path, installing Debian's nodejs and npm first where that is allowed and possible."""
+    npm = shutil.which("npm")
+    if npm:
+        return npm
+    if os.environ.get("APEX_TEST_NO_APT") == "1":
+        raise RuntimeError("npm is not on PATH and APEX_TEST_NO_APT=1 forbids installing it")
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise RuntimeError("npm is not on PATH; install Node.js 18+ with npm (apt-get install nodejs npm)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    sys.stderr.write("conformance: npm is missing; installing Debian's nodejs and npm\n")
+    update = _run(["apt-get", "update"], 600, env)
+    install = _run(["apt-get", "install", "-y", "--no-install-recommends", "nodejs", "npm"], 1200, env)
+    npm = shutil.which("npm")
+    if install.returncode != 0 or not npm:
+        raise RuntimeError(f"apt-get could not install nodejs and npm: {(update.stderr + install.stderr)[-400:]}")
+    return npm
+
+
+def _install(npm: str, root: Path) -> None:
+    specs = [f"{package}@{version}" for package, version, _ in PINS.values()]
+    home = root / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "HOME": str(home), "npm_config_cache": str(root / "npm-cache"),
+           "npm_config_update_notifier": "false", "npm_config_fund": "false", "npm_config_audit": "false"}
+    done = _run([npm, "install", "--no-save", "--prefix", str(root), *specs], 1500, env)
+    if done.returncode != 0:
+        raise RuntimeError(f"npm install {' '.join(specs)} failed: {done.stderr[-600:]}")
+
+
+@pytest.fixture(scope="session")
+def npm_clients() -> NpmClients:
+    digest = hashlib.sha256(json.dumps(sorted(PINS.items())).encode()).hexdigest()[:12]
+    base = Path(os.environ.get("APEX_TEST_NPM_DIR") or Path(tempfile.gettempdir()) / f"apex-npm-clients-{os.getuid()}")
+    root = base / digest
+    root.mkdir(parents=True, exist_ok=True)
+    marker = root / "installed.json"
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one installer at a time, even across sessions
+        try:
+            if not marker.exists():
+                _install(_ensure_npm(), root)
+                marker.write_text(json.dumps({name: pin[1] for name, pin in PINS.items()}))
+        except (RuntimeError, subprocess.TimeoutExpired, OSError) as error:
+            return NpmClients(root=None, problem=str(error))
+    clients = NpmClients(root=root)
+    sys.stderr.write("conformance clients: " + ", ".join(f"{PINS[n][0]} {clients.version(n)}" for n in PINS) + "\n")
+    return clients
+
+
+@pytest.fixture
+def client_env(tmp_path: Path) -> dict[str, str]:
+    """A throw-away HOME (and CODEX_HOME) with telemetry and update checks off."""
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    (home / ".codex").mkdir()
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("ANTHROPIC_", "CLAUDE_", "CODEX_", "OPENAI_"))}
+    env.update({
+        "HOME": str(home), "CODEX_HOME": str(home / ".codex"), "XDG_CONFIG_HOME": str(home / ".config"),
+        "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CODEX_DISABLE_UPDATE_CHECK": "1",
+        # Claude Code starts MCP servers in the background and, headless, waits only 5 s before its
+        # first request; on a busy machine the grader (which imports torch) is not up by then and
+        # the model would not be offered its tools. Wait for the servers, and allow a slow start.
+        "MCP_CONNECTION_NONBLOCKING": "0", "MCP_CONNECT_TIMEOUT_MS": "120000", "MCP_TIMEOUT": "120000",
+        "APEX_CACHE_DIR": str(tmp_path / "apex-cache"),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])),
+    })
+    return env
+
+
+def run_client(argv: list[str], env: dict[str, str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.fixture
+def run() -> object:
+    return run_client
