@@ -13,10 +13,11 @@ import atexit
 import contextlib
 import hashlib
 import secrets
+import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -98,6 +99,9 @@ class GradeOptions(BaseModel):
     memory_bytes: int | None = Field(default=None, gt=0)
     """Resident memory one solution's processes may hold; default half the machine, at most 16 GiB."""
     bootstrap_draws: int = Field(default=1000, ge=100)
+    backend: Literal["apex", "magpie"] = "apex"
+    """Who times: our interleaved harness, or an installed Magpie (MAGPIE_ROOT). Correctness,
+    the trace checks' verdicts, floors and ceilings stay ours either way."""
 
 
 def _machine() -> tuple[DetectedDevice, GpuSpec | None]:
@@ -156,6 +160,7 @@ class _Run:
         self.speedup_draws: list[Any] = []
         """Bootstrap draws of each timed shape's speedup, combined into the overall interval."""
         self.phases: dict[str, float] = {}
+        self.timing_method = ""
         self.interpreted = False
         if task.language == "triton" and self.device == "cpu":
             # No GPU: Triton kernels run in the interpreter, which checks correctness but says
@@ -423,10 +428,7 @@ class _Run:
         b_med, s_med = stats.median(samples["baseline"]), stats.median(samples["solution"])
         draws = stats.bootstrap_speedup_draws(samples["baseline"], samples["solution"], self.options.bootstrap_draws, seed=index)
         self.speedup_draws.append(draws)
-        floor_ns = None
-        if spec is not None and on_gpu:
-            model: Roofline = self.roofline(shape, self.task.dtype, self.task.params)
-            floor_ns = model.floor_seconds(spec, self.task.dtype) * 1e9
+        floor_ns = self.floor_ns(shape, spec)
         return ShapeTiming(
             shape=shape,
             baseline_median_ns=b_med,
@@ -497,6 +499,54 @@ class _Run:
                 timings.append(self.time_shape(baseline, candidate, shape, index, spec))
             return timings
 
+    def time_with_magpie(self) -> None:
+        """Let an installed Magpie time baseline and solution; floors and ceilings stay ours."""
+        from apex_core.grader import magpie_backend
+
+        scratch = Path(tempfile.mkdtemp(prefix="apex-magpie-"))
+        try:
+            timing = magpie_backend.run_magpie_timing(
+                self.task, self.task.baseline_path, self.solution, self.task.timed_shapes, self.options.timeout_s, scratch,
+                seed=secrets.randbits(31),
+            )
+        except magpie_backend.MagpieError as error:
+            raise _Failed(Outcome(error.outcome), f"Magpie: {error}") from None
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        _, spec = _machine()
+        self.timing_method = f"Magpie ({timing.timing_method})"
+        for index, measured in enumerate(timing.shapes):
+            baseline = [int(round(v)) for v in measured.baseline_samples_ns] or [int(measured.baseline_median_ns)]
+            solution = [int(round(v)) for v in measured.solution_samples_ns] or [int(measured.solution_median_ns)]
+            draws = stats.bootstrap_speedup_draws(baseline, solution, self.options.bootstrap_draws, seed=index)
+            self.speedup_draws.append(draws)
+            self.timings.append(
+                ShapeTiming(
+                    shape=measured.shape,
+                    baseline_median_ns=measured.baseline_median_ns,
+                    solution_median_ns=measured.solution_median_ns,
+                    speedup=measured.speedup,
+                    speedup_ci95=stats.interval(draws),
+                    baseline_samples_ns=baseline,
+                    solution_samples_ns=solution,
+                    roofline_floor_ns=self.floor_ns(measured.shape, spec),
+                )
+            )
+        overall = stats.geometric_mean([t.speedup for t in self.timings])
+        if overall > self.task.speedup_ceiling:
+            # Magpie has no hardened mode of ours; an implausible speedup earns nothing from it.
+            raise _Failed(
+                Outcome.tampering,
+                f"Magpie measured {overall:.2f}x, above the task's {self.task.speedup_ceiling:g}x ceiling; "
+                "grade with the apex backend to have it re-measured",
+            )
+
+    def floor_ns(self, shape: Shape, spec: GpuSpec | None) -> float | None:
+        if spec is None or self.device == "cpu":
+            return None
+        model: Roofline = self.roofline(shape, self.task.dtype, self.task.params)
+        return model.floor_seconds(spec, self.task.dtype) * 1e9
+
     def time_with_ceiling(self, candidate: WorkerProcess) -> None:
         """Time; a speedup above the task's ceiling is measured again, hardened, before any credit."""
         self.timings = self.time_all(candidate)
@@ -547,7 +597,12 @@ def _to_cpu(value: Any) -> Any:
 
 
 def _provenance(
-    task: Task, solution: Path | None, device_name: str, public_seed: int, clocks_before: Clocks | None = None
+    task: Task,
+    solution: Path | None,
+    device_name: str,
+    public_seed: int,
+    clocks_before: Clocks | None = None,
+    timing_method: str = "",
 ) -> Provenance:
     on_gpu = device_name != "cpu"
     env = fingerprint.environment(on_gpu)
@@ -560,7 +615,8 @@ def _provenance(
         environment_key=env.key(),
         clocks_before=clocks_before,
         clocks_after=fingerprint.read_clocks(on_gpu),
-        timing_method=(
+        timing_method=timing_method
+        or (
             "cuda events per call after a device spin that hides the launch, cache flush of 2x the "
             "last-level cache, rotating refilled inputs, interleaved A/B, adaptive"
             if on_gpu
@@ -586,6 +642,16 @@ def result_without_solution(task: Task, solution: Path, reason: str) -> GradeRes
     )
 
 
+def _require_magpie(task: Task) -> None:
+    """A Magpie grading that cannot happen is the user's mistake: say so before anything runs."""
+    from apex_core.grader import magpie_backend
+
+    magpie_backend.require_magpie_root()
+    reason = magpie_backend.magpie_supports(task)
+    if reason:
+        raise ApexUserError(f"--backend magpie cannot grade {task.id}: {reason}; use --backend apex")
+
+
 _DIRTY_ENVIRONMENT: list[str] = []
 """Set once a solution changed an installed library; nothing graded here after that can be trusted."""
 
@@ -597,6 +663,8 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
     """
     options = options or GradeOptions()
     solution = check_solution_file(task, Path(solution))
+    if options.backend == "magpie" and options.timing:
+        _require_magpie(task)
     run = _Run(task, solution, options, progress)
     run.progress(0.0, "starting a worker and loading the solution")
     findings = prescan.scan_source(solution.read_text(encoding="utf-8", errors="replace"))
@@ -625,7 +693,10 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
             correct = True
             if options.timing and not run.interpreted:
                 with run.phase("timing"):
-                    run.time_with_ceiling(candidate)
+                    if options.backend == "magpie":
+                        run.time_with_magpie()
+                    else:
+                        run.time_with_ceiling(candidate)
             elif run.interpreted:
                 run.flags.append("not_timed: Triton ran in the CPU interpreter, whose speed means nothing")
     except _Failed as failed:
@@ -683,7 +754,7 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
         flags=run.flags,
         score=score,
         rl_reward=rl_reward(outcome.value, correct, credited if correct else None, own_work=not run.no_custom_kernel),
-        provenance=_provenance(task, solution, run.device, options.public_seed, clocks_before),
+        provenance=_provenance(task, solution, run.device, options.public_seed, clocks_before, run.timing_method),
         elapsed_s=round(time.monotonic() - run.started, 3),
         phases_s=run.phases,
     )
