@@ -305,7 +305,7 @@ class Worker:
                     output = self.function(*args)
                     timers.record(timers.end)
                     timers.synchronize()
-                    samples.append(int(timers.elapsed(timers.start, timers.end) * 1e6))
+                    samples.append(round(timers.elapsed(timers.start, timers.end) * 1e6))
                 else:
                     t0 = _perf_counter_ns()
                     output = self.function(*args)
