@@ -22,6 +22,12 @@ from apex_core.tasks.schema import Task
 ALLOWED_TOOLS = "Read Write Edit Glob Grep Bash(apex:*) Bash(python:*) Bash(python3:*)"
 
 
+DISALLOWED_TOOLS = "Read(./reference_solutions/**) Edit(./reference_solutions/**)"
+"""Claude Code's deny rules (gitignore-style paths; Read rules also cover Grep and Glob). A
+best-effort fence for agents run by ``apex eval``: the OS-level fence is the grader's sandbox user,
+which cannot enter the directory at all."""
+
+
 class ClaudeCodeAgent:
     name = "claude"
 
@@ -44,6 +50,9 @@ class ClaudeCodeAgent:
             "acceptEdits",
             "--allowedTools",
             ALLOWED_TOOLS,
+            # Our reference solutions sit in the same checkout; a graded agent must not read them.
+            "--disallowedTools",
+            DISALLOWED_TOOLS,
             "--max-turns",
             str(self.max_turns),
         ]

@@ -67,7 +67,21 @@ def sandbox_identity() -> tuple[int, int] | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return (entry.pw_uid, entry.pw_gid) if probe.returncode == 0 else None
+    if probe.returncode != 0:
+        return None
+    seal_reference_solutions()
+    return (entry.pw_uid, entry.pw_gid)
+
+
+def seal_reference_solutions() -> None:
+    """Make our reference solutions unreadable to the sandbox user before any solution runs as it.
+
+    They are the bar and the SFT targets; a graded solution that could read them could submit
+    them. Only the judge (root, when a sandbox user is in use) still reads them.
+    """
+    directory = PACKAGE_PARENT / "reference_solutions"
+    if directory.is_dir():
+        os.chmod(directory, 0o700)
 
 
 PIPE_BYTES = 1 << 20
