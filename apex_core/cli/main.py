@@ -105,8 +105,10 @@ def tasks_show(task_id: Annotated[str, typer.Argument(help="Task id, e.g. llama-
 
 @tasks_app.command("verify")
 def tasks_verify(
-    task_id: Annotated[Optional[str], typer.Option("--task", help="Verify this task.")] = None,
+    task_ids: Annotated[Optional[list[str]], typer.Option("--task", help="Verify this task (repeatable).")] = None,
     every: Annotated[bool, typer.Option("--all", help="Verify every task.")] = False,
+    shard: Annotated[Optional[str], typer.Option(help="Only share I of N of the tasks, as I/N (one process per GPU).")] = None,
+    device: Annotated[Optional[str], typer.Option(help="GPU index (0, 1, ...) or cuda:N; default GPU 0.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Baseline correct, reference solution correct and faster, signal and roofline sane (GPU: timed)."""
@@ -114,16 +116,23 @@ def tasks_verify(
     from apex_core.tasks import all_tasks, get_task
     from apex_core.tasks.verify import verify_task
 
-    if (task_id is None) == (not every):
+    if bool(task_ids) == every:
         raise ApexUserError("give exactly one of --task ID or --all")
-    tasks = sorted(all_tasks().values(), key=lambda t: t.id) if every else [get_task(task_id or "")]
-    on_gpu, spec, rates = _gpu_context()
-    options = GradeOptions(warm_pool=True)
+    tasks = sorted(all_tasks().values(), key=lambda t: t.id) if every else [get_task(t) for t in task_ids or []]
+    if shard is not None:
+        tasks = tasks[_shard_slice(shard, len(tasks))]
+    device_name = _device_name(device)
+    on_gpu, spec, rates = _gpu_context(device_name or "cuda")
+    options = GradeOptions(warm_pool=True, device=device_name)
     results = []
     for task in tasks:
         if task.needs_gpu and not on_gpu and task.language != "triton":
-            continue  # HIP sources need a GPU toolchain; nothing to check here
-        results.append(verify_task(task, on_gpu, spec, rates, options, progress=lambda m: progress_console.print(m, style="dim")))
+            progress_console.print(f"{task.id}: skipped (a {task.language} task needs a GPU toolchain)")
+            continue
+        result = verify_task(task, on_gpu, spec, rates, options, progress=lambda m: progress_console.print(m, style="dim"))
+        speed = f", {result.speedup:.3f}x" if result.speedup else ""
+        progress_console.print(f"{task.id}: {'verified' if result.passed else 'FAILED: ' + '; '.join(result.problems)}{speed}")
+        results.append(result)
     if as_json:
         _print_json({"timed": on_gpu, "measured": rates.model_dump() if rates else None, "tasks": [r.model_dump() for r in results]})
     else:
@@ -132,16 +141,24 @@ def tasks_verify(
         raise typer.Exit(1)
 
 
-def _gpu_context():
+def _shard_slice(shard: str, count: int) -> slice:
+    """Tasks i, i+n, i+2n, ... of share 'i/n' (1-based), so expensive families spread evenly."""
+    index, _, total = shard.partition("/")
+    if not (index.isdigit() and total.isdigit() and 1 <= int(index) <= int(total)):
+        raise ApexUserError(f"--shard {shard!r} is not I/N with 1 <= I <= N, e.g. --shard 1/2")
+    return slice(int(index) - 1, count, int(total))
+
+
+def _gpu_context(device: str):
     """Whether a GPU is here, its spec from the hardware model, and its measured rates."""
     import torch
 
-    if not torch.cuda.is_available():
+    if not torch.cuda.is_available() or device == "cpu":
         return False, None, None
     from apex_core.hardware import resolve_target
     from apex_core.hardware.measured import measured_rates
 
-    return True, resolve_target(None).spec, measured_rates()
+    return True, resolve_target(None).spec, measured_rates(device)
 
 
 @tasks_app.command("export")
