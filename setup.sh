@@ -133,7 +133,11 @@ for cli in "${CLI_LIST[@]}"; do
     none) ;;
     *)
       say "==> wiring $cli"
-      "$VENV/bin/apex" mcp install --client "$cli" --project-dir "$ROOT"
+      if [ "$QUIET" = 1 ]; then
+        "$VENV/bin/apex" mcp install --client "$cli" --project-dir "$ROOT" >/dev/null
+      else
+        "$VENV/bin/apex" mcp install --client "$cli" --project-dir "$ROOT"
+      fi
       case "$cli" in
         claude) command -v claude >/dev/null 2>&1 || say "    (claude is not on PATH: npm install -g @anthropic-ai/claude-code)" ;;
         codex) command -v codex >/dev/null 2>&1 || say "    (codex is not on PATH: npm install -g @openai/codex)" ;;

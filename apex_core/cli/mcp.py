@@ -96,6 +96,8 @@ def serve(
     from apex_core.net import parse_host_port
 
     get_server(name)
+    if http is None and path != "/mcp":
+        raise ApexUserError("--path applies only with --http HOST:PORT")
     argv = [sys.executable, "-m", "servers", name]
     if http is not None:
         address = parse_host_port(http)

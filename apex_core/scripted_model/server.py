@@ -17,6 +17,7 @@ MCP or web-framework import.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import uuid
@@ -263,6 +264,10 @@ class _Server(ThreadingHTTPServer):
     model: ScriptedModel
 
 
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
 class ScriptedModelServer:
     """Serve a script on ``host:port`` (port 0: any free one) in a background thread.
 
@@ -272,7 +277,8 @@ class ScriptedModelServer:
 
     def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0, record_path: Path | None = None) -> None:
         self.model = ScriptedModel(script, record_path)
-        self._server = _Server((host, port), _Handler)
+        server_class = _Server6 if ":" in host else _Server
+        self._server = server_class((host, port), _Handler)
         self._server.model = self.model
         self._thread: threading.Thread | None = None
 

@@ -49,6 +49,7 @@ def test_list_shows_every_server_with_tools_and_timeouts(apex_cli):
     (["mcp", "serve", "apex-grader", "--http", "127.0.0.1:99999"], "port must be a number from 0 to 65535"),
     (["mcp", "serve", "apex-grader", "--http", "::1:8000"], "IPv6 hosts in brackets"),
     (["mcp", "serve", "apex-grader", "--http", "127.0.0.1:8000", "--path", "mcp"], "must start with '/'"),
+    (["mcp", "serve", "apex-grader", "--path", "/x"], "applies only with --http"),
 ])
 def test_bad_input_is_exit_2_and_one_clear_line(apex_cli, args, expected):
     assert expected in _one_line_error(apex_cli(*args))
@@ -144,3 +145,25 @@ def test_serve_http_answers_a_remote_client(name, tmp_path):
     assert tools == {t.name for t in spec.tools}
     assert spec.probe.expect_key in probe.structured_content
     assert f"serving {name} at http://127.0.0.1:{port}/mcp" in stderr
+
+
+def test_the_server_launcher_refuses_an_unknown_server_in_one_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "servers", "apex-grade"], cwd=REPO_ROOT, env=_env(tmp_path),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().count("\n") == 0 and "did you mean 'apex-grader'" in done.stderr
+
+
+def test_the_scripted_model_serves_on_ipv6_loopback_too():
+    import http.client
+
+    from apex_core.scripted_model import ScriptedModelServer, load_script
+
+    try:
+        server = ScriptedModelServer(load_script("say-hi"), host="::1")
+    except OSError:
+        pytest.skip("no IPv6 loopback on this machine")
+    with server:
+        connection = http.client.HTTPConnection("::1", int(server.url.rsplit(":", 1)[1]), timeout=10)
+        connection.request("GET", "/_scripted/state")
+        assert json.loads(connection.getresponse().read())["turns"] == 1

@@ -24,24 +24,39 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 TASK = "cpu-mini__rms_norm"
 PROMPT = f"grade output/{TASK}/solution.py and show the score breakdown"
 TOOL = "mcp__apex-grader__grade_solution"
+CASES = [
+    pytest.param(TASK, "grade-cpu-mini-rms-norm", REPO_ROOT / "apex_core" / "agents" / "canned" / f"{TASK}.py", id="cpu-mini"),
+    # The issue's own example; its Triton kernel is timed only on a GPU (on a CPU the run works too,
+    # but the grader reports no speedup, which the score assertions below need).
+    pytest.param("llama-3-1-8b-instruct__rms_norm", "grade-llama-rms-norm",
+                 REPO_ROOT / "reference_solutions" / "llama-3-1-8b-instruct__rms_norm" / "solution.py",
+                 id="llama-gpu", marks=pytest.mark.gpu),
+]
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
+def _workspace(root: Path, task: str, solution: Path) -> Path:
     """A project folder as a user has it: the repository's .venv, and a solution to grade."""
-    root = tmp_path / "workspace"
-    solution = root / "output" / TASK / "solution.py"
-    solution.parent.mkdir(parents=True)
-    shutil.copyfile(REPO_ROOT / "apex_core" / "agents" / "canned" / f"{TASK}.py", solution)
+    target = root / "output" / task / "solution.py"
+    target.parent.mkdir(parents=True)
+    shutil.copyfile(solution, target)
     (root / ".venv").symlink_to(REPO_ROOT / ".venv", target_is_directory=True)
     return root
 
 
-def test_a_headless_claude_run_grades_through_mcp_and_reports_the_score(npm_clients, client_env, run, workspace):
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    return _workspace(tmp_path / "workspace", TASK, CASES[0].values[2])
+
+
+@pytest.mark.parametrize(("task", "script", "solution"), CASES)
+def test_a_headless_claude_run_grades_through_mcp_and_reports_the_score(npm_clients, client_env, run, tmp_path,
+                                                                        task, script, solution):
     claude = npm_clients.bin("claude")
-    with ScriptedModelServer(load_script("grade-cpu-mini-rms-norm")) as endpoint:
+    workspace = _workspace(tmp_path / "workspace", task, solution)
+    prompt = f"grade output/{task}/solution.py and show the score breakdown"
+    with ScriptedModelServer(load_script(script)) as endpoint:
         env = {**client_env, "ANTHROPIC_BASE_URL": endpoint.url, "ANTHROPIC_API_KEY": "sk-apex-scripted"}
-        done = run([claude, "-p", PROMPT, "--mcp-config", str(REPO_ROOT / ".mcp.json"), "--strict-mcp-config",
+        done = run([claude, "-p", prompt, "--mcp-config", str(REPO_ROOT / ".mcp.json"), "--strict-mcp-config",
                     "--allowedTools", TOOL, "--output-format", "stream-json", "--verbose"], env, workspace, timeout=600)
         requests = [r for r in endpoint.requests if r.path.startswith("/v1/messages")]
         finished = endpoint.finished
@@ -54,7 +69,7 @@ def test_a_headless_claude_run_grades_through_mcp_and_reports_the_score(npm_clie
 
     calls = [b for e in events if e["type"] == "assistant" for b in e["message"]["content"] if b["type"] == "tool_use"]
     assert [c["name"] for c in calls] == [TOOL]
-    assert calls[0]["input"] == {"task_id": TASK, "solution_path": f"output/{TASK}/solution.py"}
+    assert calls[0]["input"] == {"task_id": task, "solution_path": f"output/{task}/solution.py"}
 
     results = [b for e in events if e["type"] == "user" for b in e["message"]["content"]
                if isinstance(b, dict) and b.get("type") == "tool_result" and b["tool_use_id"] == calls[0]["id"]]
@@ -62,7 +77,7 @@ def test_a_headless_claude_run_grades_through_mcp_and_reports_the_score(npm_clie
     content = results[0]["content"]
     verdict = json.loads(content if isinstance(content, str) else content[0]["text"])
     assert verdict["outcome"] == "ok" and verdict["correct"] and verdict["cases_passed"] == verdict["cases_total"] > 0
-    assert Path(verdict["solution_path"]) == (workspace / "output" / TASK / "solution.py").resolve()
+    assert Path(verdict["solution_path"]) == (workspace / "output" / task / "solution.py").resolve()
     breakdown = verdict["score_breakdown"]
     assert breakdown["compiled"] == COMPILED_POINTS and breakdown["correct"] == CORRECT_POINTS
     assert breakdown["speedup"] == pytest.approx(speedup_score(verdict["speedup"]))
@@ -72,7 +87,7 @@ def test_a_headless_claude_run_grades_through_mcp_and_reports_the_score(npm_clie
     # What the model was sent: the prompt with the grader's tools, then the grader's result.
     assert [r.answered_by for r in requests] == ["turn 1: call the grader", "turn 2: report the score breakdown"] and finished
     first_tools = {t["name"] for t in requests[0].body["tools"]}
-    assert TOOL in first_tools and PROMPT in json.dumps(requests[0].body["messages"])
+    assert TOOL in first_tools and prompt in json.dumps(requests[0].body["messages"])
     assert '"outcome":"ok"' in json.dumps(requests[1].body["messages"][-1]).replace('\\"', '"').replace(" ", "")
 
     final = events[-1]
