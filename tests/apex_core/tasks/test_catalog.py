@@ -29,7 +29,9 @@ def test_the_cpu_task_is_python_over_numpy_and_the_llama_task_is_triton_in_bf16(
 
 
 def test_filters_by_model_and_kernel():
-    assert [t.id for t in find_tasks(model="meta-llama/Llama-3.1-8B-Instruct")] == ["llama-3-1-8b-instruct__rms_norm"]
+    llama = find_tasks(model="meta-llama/Llama-3.1-8B-Instruct")
+    assert llama and all(t.model == "llama-3-1-8b-instruct" for t in llama)
+    assert [t.id for t in find_tasks(model="llama-3-1-8b-instruct", kernel="rms_norm")] == ["llama-3-1-8b-instruct__rms_norm"]
     assert len(find_tasks(kernel="rms_norm")) >= 2
     with pytest.raises(UnknownNameError):
         find_tasks(kernel="rmsnorm")
@@ -94,3 +96,9 @@ def test_a_missing_user_task_directory_is_reported(tmp_path, monkeypatch):
     monkeypatch.setenv(TASK_DIRS_ENV, str(tmp_path / "absent"))
     with pytest.raises(TaskDefinitionError, match="does not exist"):
         all_tasks()
+
+
+def test_the_suite_has_at_least_forty_tasks_across_the_four_models():
+    real = [t for t in all_tasks().values() if not t.architecture.synthetic]
+    assert len(real) >= 40
+    assert {t.model for t in real} == {"llama-3-1-8b-instruct", "qwen3-5-27b", "gpt-oss-20b", "deepseek-r1"}
