@@ -221,8 +221,9 @@ def gated_delta_rule(q, k, v, g, beta, initial_state):
         k, v, g, beta, w, u, gcum, seqlen,
         KEY_HEADS=key_heads, VALUE_HEADS=value_heads, D_K=d_k, D_V=d_v, num_warps=4,
     )
-    # Narrower value blocks when one block per head would leave compute units idle (a single prompt).
-    block_v = 64 if batch * value_heads * (d_v // 64) >= _compute_units(v.device) else 32
+    # The scan is a serial chain per program, so it wants one wave: 32-column value blocks when that
+    # many programs still fit one per compute unit (MI355X's 256 CUs for one prompt), else 64.
+    block_v = 32 if batch * value_heads * (d_v // 32) <= _compute_units(v.device) else 64
     _gdr_chunk_scan[(d_v // block_v, batch * value_heads)](
         q, k, w, u, gcum, h0, o, final_state, seqlen, d_k**-0.5,
         KEY_HEADS=key_heads, VALUE_HEADS=value_heads, D_K=d_k, D_V=d_v, BT=CHUNK, BV=block_v,
