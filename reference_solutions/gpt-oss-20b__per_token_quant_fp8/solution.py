@@ -3,15 +3,18 @@
 The bar an agent's solution is measured against.
 
 What it changes from the baseline, and why that is faster:
-- num_warps scales with the (padded) row: 16 warps for the 4096-wide block, so each thread holds 8
-  values instead of the 32 the default 4 warps leave it. That cuts registers per thread (more rows
-  resident per SM, more bytes in flight at prefill sizes) and shortens each thread's serial chain of
-  convert, scale and store, which is what a decode-sized call waits on.
+- Decode and serving sizes (up to 1024 rows) spread each row over 16 warps, 8 values per thread
+  instead of the baseline's 32, so each thread's serial chain of convert, scale, round and store is
+  short: that chain is what a decode-sized call waits on.
+- Prefill sizes are bandwidth-bound, and bandwidth follows how many rows each SM keeps in flight,
+  which the register footprint decides. The row stays in registers as packed bf16 and is widened to
+  fp32 twice (for the absmax, then for the scaling, by a 16-bit shift the compiler does not merge
+  with the first conversion): with 4 warps, 32 registers and 16 rows per SM on an H100-class SM
+  against the baseline's 45 registers and 10 rows (ptxas, sm_90).
 - One reciprocal per row and a multiply per value instead of a division per value (an fp32 division
-  is a multi-instruction sequence on GPUs). The quotient can differ from the reference's correctly
-  rounded x / scale in the last fp32 bit, which moves a value across an e4m3 rounding midpoint at
-  most by one e4m3 step: inside the task's tolerance, and the same choice aiter makes.
-- Past 2048 rows each program quantizes two rows, halving the programs.
+  is a multi-instruction sequence). The quotient can differ from the reference's correctly rounded x
+  / scale in the last fp32 bit, which moves a value sitting on an e4m3 rounding midpoint by one e4m3
+  step: inside the task's tolerance, and the same choice aiter makes.
 """
 
 import torch
@@ -20,21 +23,26 @@ import triton.language as tl
 
 
 @triton.jit
-def _per_token_quant_fp8_rows(
-    x_ptr, q_ptr, scale_ptr, x_row_stride, q_row_stride, n_rows, n_cols,
-    FP8_MAX: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr,
+def _widen(v):
+    # bf16 -> fp32 by a 16-bit shift: exact, and a different op chain than .to(), so the compiler
+    # keeps the row as packed bf16 (half the registers) instead of holding an fp32 copy.
+    return (v.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _per_token_quant_fp8_row(
+    x_ptr, q_ptr, scale_ptr, x_row_stride, q_row_stride, n_cols, FP8_MAX: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
-    row_mask = rows < n_rows
-    mask = row_mask[:, None] & (cols < n_cols)[None, :]
-    x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    absmax = tl.maximum(tl.max(tl.abs(x), axis=1), 1e-10)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=0.0)
+    absmax = tl.maximum(tl.max(tl.abs(x.to(tl.float32)), axis=0), 1e-10)
     # One reciprocal per row and a multiply per value instead of a division per value.
-    q = x * (FP8_MAX / absmax)[:, None]
+    q = _widen(x) * (FP8_MAX / absmax)
     q = tl.minimum(tl.maximum(q, -FP8_MAX), FP8_MAX)
-    tl.store(q_ptr + rows[:, None] * q_row_stride + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask)
-    tl.store(scale_ptr + rows, absmax / FP8_MAX, mask=row_mask)
+    tl.store(q_ptr + row * q_row_stride + cols, q.to(q_ptr.dtype.element_ty), mask=mask)
+    tl.store(scale_ptr + row, absmax / FP8_MAX)
 
 
 def per_token_quant_fp8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -46,9 +54,10 @@ def per_token_quant_fp8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     q = torch.empty(rows.shape, dtype=torch.float8_e4m3fn, device=x.device)
     scales = torch.empty((n_rows, 1), dtype=torch.float32, device=x.device)
     block_n = triton.next_power_of_2(hidden)
-    rows_per_program = 1 if n_rows <= 2048 else 2
-    _per_token_quant_fp8_rows[(triton.cdiv(n_rows, rows_per_program),)](
-        rows, q, scales, rows.stride(0), q.stride(0), n_rows, hidden,
-        FP8_MAX=448.0, BLOCK_N=block_n, ROWS=rows_per_program, num_warps=max(4, min(16, block_n // 256)),
+    # Few rows: latency-bound, spread each row over up to 16 warps. Many rows: bandwidth-bound,
+    # 4 warps keep the most rows resident per SM.
+    num_warps = max(4, min(16, block_n // 256)) if n_rows <= 1024 else 4
+    _per_token_quant_fp8_row[(n_rows,)](
+        rows, q, scales, rows.stride(0), q.stride(0), hidden, FP8_MAX=448.0, BLOCK_N=block_n, num_warps=num_warps,
     )
     return q, scales
