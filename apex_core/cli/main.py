@@ -30,8 +30,10 @@ tasks_app = typer.Typer(help="List and inspect the kernel tasks.", no_args_is_he
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(mcp_app, name="mcp")
 
-console = Console(width=None if sys.stdout.isatty() else 160)
-progress_console = Console(stderr=True)
+# markup=False: contracts, reasons and compiler errors contain brackets ("x[b, t // 16]") that
+# rich would otherwise swallow as markup.
+console = Console(width=None if sys.stdout.isatty() else 160, markup=False)
+progress_console = Console(stderr=True, markup=False)
 """Progress lines go to stderr, so that --json output on stdout stays parseable."""
 
 GpuOption = Annotated[
