@@ -146,6 +146,11 @@ class Worker:
                 import triton  # noqa: F401  (imported ahead so a pooled worker pays for it before grading)
             except ImportError:
                 pass
+            else:
+                if os.environ.get("TRITON_INTERPRET") == "1":
+                    from apex_core.kernels import interpreter_fixes
+
+                    interpreter_fixes.apply()
 
     # --- helpers ----------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from apex_core.kernels import interpreter_fixes
 from apex_core.grader.compare import Comparison, as_output_list, compare_all, inputs_unchanged
 from apex_core.tasks.schema import Shape, Task, load_reference
 
@@ -28,6 +29,7 @@ class ShapeVerdict(BaseModel):
 
 def load_entry_point(task: Task, source: Path) -> Any:
     """Import a trusted source file and return its entry point."""
+    interpreter_fixes.apply()
     name = f"apex_checked_{abs(hash(str(source)))}"
     spec = importlib.util.spec_from_file_location(name, source)
     if spec is None or spec.loader is None:
