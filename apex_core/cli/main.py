@@ -111,6 +111,7 @@ def tasks_verify(
     every: Annotated[bool, typer.Option("--all", help="Verify every task.")] = False,
     shard: Annotated[Optional[str], typer.Option(help="Only share I of N of the tasks, as I/N (one process per GPU).")] = None,
     device: Annotated[Optional[str], typer.Option(help="GPU index (0, 1, ...) or cuda:N; default GPU 0.")] = None,
+    jsonl: Annotated[Optional[Path], typer.Option(help="Also append each task's verdict to this file as it finishes.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Baseline correct, reference solution correct and faster, signal and roofline sane (GPU: timed)."""
@@ -131,7 +132,12 @@ def tasks_verify(
         if task.needs_gpu and not on_gpu and task.language != "triton":
             progress_console.print(f"{task.id}: skipped (a {task.language} task needs a GPU toolchain)")
             continue
-        result = verify_task(task, on_gpu, spec, rates, options, progress=lambda m: progress_console.print(m, style="dim"))
+        # CPU tasks are checked on the CPU whatever GPU the other tasks use.
+        task_options = options if task.needs_gpu else options.model_copy(update={"device": None})
+        result = verify_task(task, on_gpu, spec, rates, task_options, progress=lambda m: progress_console.print(m, style="dim"))
+        if jsonl is not None:
+            with jsonl.open("a", encoding="utf-8") as sink:
+                sink.write(result.model_dump_json() + "\n")
         speed = f", {result.speedup:.3f}x" if result.speedup else ""
         progress_console.print(f"{task.id}: {'verified' if result.passed else 'FAILED: ' + '; '.join(result.problems)}{speed}")
         results.append(result)
