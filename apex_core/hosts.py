@@ -124,11 +124,12 @@ class Change(BaseModel):
 
 # --- small file helpers --------------------------------------------------------------------------
 
-def _write_if_changed(path: Path, content: str, client: str, note: str = "") -> Change:
+def _write_if_changed(path: Path, content: str, client: str, note: str = "", new_mode: int = 0o644) -> Change:
+    """Write atomically, keeping an existing file's permissions (a new file gets ``new_mode``)."""
     if path.is_file() and path.read_text(encoding="utf-8") == content:
         return Change(client=client, path=path, action="unchanged", note=note)
     path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    mode = path.stat().st_mode & 0o777 if path.exists() else new_mode
     # Atomic replace: a host reading its config concurrently sees the old file or the new one.
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     with os.fdopen(handle, "w", encoding="utf-8") as stream:
@@ -295,7 +296,8 @@ def _install_user(client: str, root: Path, python: str, gateway: bool, home: Pat
     selected = _selected(gateway)
     if client == "codex":
         existing = path.read_text(encoding="utf-8") if path.exists() else ""
-        changes = [_write_if_changed(path, merge_codex_config(existing, render_codex(python, gateway=gateway), path), client)]
+        changes = [_write_if_changed(path, merge_codex_config(existing, render_codex(python, gateway=gateway), path), client,
+                                     new_mode=0o600)]
     else:
         data = _load_json_config(path)
         servers = {k: v for k, v in dict(data.get("mcpServers") or {}).items() if k not in {s.name for s in all_servers()}}
@@ -303,7 +305,8 @@ def _install_user(client: str, root: Path, python: str, gateway: bool, home: Pat
             entry = _stdio_entry(server, python)
             servers[server.name] = {"type": "stdio", **entry} if client == "claude" else entry
         data["mcpServers"] = servers
-        changes = [_write_if_changed(path, json.dumps(data, indent=2) + "\n", client)]
+        # The hosts keep private state in these files (Claude Code's is mode 600): a new one starts private.
+        changes = [_write_if_changed(path, json.dumps(data, indent=2) + "\n", client, new_mode=0o600)]
     from apex_core.skills import discover_skills
 
     skills_dir = user_skills_dir(client, home, environ)

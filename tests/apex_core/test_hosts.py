@@ -149,6 +149,14 @@ def test_a_codex_config_apex_cannot_edit_safely_is_refused_untouched(tmp_path):
         hosts.merge_codex_config("model = \n", hosts.render_codex("/py"), config)
 
 
+def test_a_user_config_apex_creates_is_private(tmp_path):
+    _skills_tree(tmp_path)
+    env = {**_user_env(tmp_path), "CODEX_HOME": str(tmp_path / "codex")}
+    for client in hosts.CLIENTS:
+        hosts.install(client, root=tmp_path, python="/py", scope="user", environ=env)
+        assert hosts.user_config_path(client, environ=env).stat().st_mode & 0o777 == 0o600, client
+
+
 def test_a_broken_json_config_is_a_one_line_error(tmp_path):
     (tmp_path / "home" / ".cursor").mkdir(parents=True)
     (tmp_path / "home" / ".cursor" / "mcp.json").write_text("{not json")

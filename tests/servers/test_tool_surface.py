@@ -163,9 +163,11 @@ def _bad_calls(tool: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
     required = schema.get("required", [])
     if required:
         calls.append(({}, required[0]))
-    for prop in properties:
-        calls.append(({**{r: "x" * 8 for r in required}, prop: {"not": "valid"}}, prop))
-        break
+    # An object where the schema wants something else (a parameter that takes objects is skipped).
+    scalar = next((p for p, schema in properties.items()
+                   if "object" not in json.dumps(schema.get("type", schema.get("anyOf", "")))), None)
+    if scalar is not None:
+        calls.append(({**{r: "x" * 8 for r in required}, scalar: {"not": "valid"}}, scalar))
     calls.append(({**{r: "x" * 8 for r in required}, "no_such_parameter": 1}, "no_such_parameter"))
     return calls
 
