@@ -15,6 +15,7 @@ import ctypes
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -108,6 +109,7 @@ def main(argv: list[str]) -> int:
     config = json.loads(argv[1])
     worker_argv = argv[argv.index("--") + 1 :]
     me = os.getpid()
+    judge = os.getppid()
     become_subreaper()
     stop = {"requested": False}
 
@@ -136,6 +138,10 @@ def main(argv: list[str]) -> int:
                 break
         time.sleep(0.05)
     kill_descendants(me)
+    if os.getppid() != judge and config.get("scratch"):
+        # The judge is gone (it exited without closing this worker): nobody will read the log or
+        # remove the scratch directory, so do it here instead of leaving it in /tmp.
+        shutil.rmtree(config["scratch"], ignore_errors=True)
     return code if code >= 0 else 128 - code
 
 
