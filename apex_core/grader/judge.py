@@ -198,6 +198,10 @@ class _Run:
     def worker(self, path: Path, compile_cache: Path | None = None, trusted: bool = False) -> WorkerProcess:
         """A started worker with ``path`` loaded; a load failure is raised as the solution's own."""
         spec = self.worker_spec(trusted)
+        if trusted and compile_cache is None:
+            # Our own baseline compiles once per content, into a cache only the judge's user can
+            # write: a solution (sandbox user) must not be able to swap the baseline's kernels.
+            compile_cache = default_cache_dir() / "baseline-compile" / file_hash(path)[:16]
         if self.options.warm_pool and not trusted:
             worker = POOL.take(spec, self.options.timeout_s)
             POOL.prepare(spec)  # replacements start now, on cores away from the timing core

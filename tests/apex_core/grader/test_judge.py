@@ -1,5 +1,6 @@
 """The minimal grader against honest, broken and misbehaving solutions of the CPU task."""
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -168,3 +169,14 @@ def test_the_magpie_backend_without_magpie_installed_is_a_user_error_before_anyt
 def test_an_unknown_backend_on_the_command_line_is_one_clear_line(apex_cli):
     done = apex_cli("grade", "--task", "cpu-mini__rms_norm", "--solution", str(CANNED), "--backend", "nvbench")
     assert done.returncode == 2 and "unknown --backend 'nvbench'; use apex or magpie" in done.stderr
+
+
+def test_the_baseline_compiles_into_a_cache_of_its_own_that_solutions_cannot_reach():
+    from apex_core.grader.cache import default_cache_dir
+    from apex_core.grader.judge import file_hash
+
+    task = get_task("cpu-mini__rms_norm")
+    result = grade(task, CANNED, GradeOptions(warm_pool=False, time_budget_s=0.05))
+    assert result.outcome is Outcome.ok, result.reason
+    cache = default_cache_dir() / "baseline-compile" / file_hash(task.baseline_path)[:16]
+    assert cache.is_dir() and cache.stat().st_uid == os.getuid()
