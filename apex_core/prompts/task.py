@@ -83,6 +83,12 @@ def _roofline_section(task: Task, target: HardwareTarget) -> str:
     return "\n".join(lines)
 
 
+def _other_tolerances(task: Task) -> str:
+    """Outputs of other dtypes are judged by their own tolerance (integers exactly): say so."""
+    others = [f"{dtype} outputs: atol {t.atol:g}, rtol {t.rtol:g}" for dtype, t in task.tolerances.items() if dtype != task.dtype]
+    return (" Each output uses the tolerance of its own dtype (" + "; ".join(others) + "; integer outputs must match exactly).") if others else ""
+
+
 def task_prompt(
     task: Task,
     target: HardwareTarget,
@@ -105,7 +111,7 @@ def task_prompt(
         f"    {task.signature}\n{task.contract.strip()}",
         "## Shapes and tolerance\n"
         f"dtype {task.dtype}; an output passes when |out - ref| <= {tol.atol:g} + {tol.rtol:g}*|ref| everywhere "
-        f"and NaN/Inf match the reference.\n"
+        f"and NaN/Inf match the reference.{_other_tolerances(task)}\n"
         f"Test shapes: {', '.join(_shape_text(s) for s in task.test_shapes)}.\n"
         f"The grader also checks {len(task.hidden_shapes)} hidden shapes (odd sizes) with fresh random inputs.\n"
         f"Timed shapes: {', '.join(_shape_text(s) for s in task.timed_shapes)}; parameters: "

@@ -104,3 +104,12 @@ def test_a_prompt_record_is_one_json_object_with_everything_to_pose_the_task(tar
     assert data["solution_path"] == "output/cpu-mini__rms_norm/solution.py"
     assert data["target_arch"] == "gfx950"
     assert data["system"].startswith("You are a GPU kernel engineer")
+
+
+def test_a_task_with_outputs_of_several_dtypes_states_each_tolerance():
+    from apex_core.hardware import resolve_target
+    from apex_core.prompts import task_prompt
+    from apex_core.tasks import get_task
+
+    text = task_prompt(get_task("llama-3-1-8b-instruct__per_token_quant_fp8"), resolve_target("gfx950"))
+    assert "float8_e4m3fn outputs: atol 0.002, rtol 0.125" in text and "integer outputs must match exactly" in text
