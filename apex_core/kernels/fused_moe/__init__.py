@@ -16,24 +16,10 @@ counts are compute-bound.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
+from apex_core.kernels.precision import exact_fp32_matmuls
 from apex_core.kernels.roofline import Roofline, dtype_bytes
-
-
-@contextlib.contextmanager
-def _exact_fp32_matmuls() -> Iterator[None]:
-    """fp32 matmuls without TF32, whatever the process-wide setting is."""
-    import torch
-
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(previous)
 
 
 def reference_torch(x: Any, w: Any, topk_ids: Any) -> Any:
@@ -43,7 +29,7 @@ def reference_torch(x: Any, w: Any, topk_ids: Any) -> Any:
     tokens, top_k = topk_ids.shape
     out = torch.zeros((tokens, top_k, w.shape[1]), dtype=x.dtype, device=x.device)
     ids = topk_ids.to(torch.int64)
-    with _exact_fp32_matmuls():
+    with exact_fp32_matmuls():
         for expert in torch.unique(ids[ids >= 0]).tolist():
             token, slot = torch.nonzero(ids == expert, as_tuple=True)
             out[token, slot] = (x[token].to(torch.float32) @ w[expert].to(torch.float32).T).to(x.dtype)

@@ -8,31 +8,17 @@ counts are compute-bound (2*M*N*K FLOPs against the matrix cores).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
+from apex_core.kernels.precision import exact_fp32_matmuls
 from apex_core.kernels.roofline import Roofline, dtype_bytes
-
-
-@contextlib.contextmanager
-def _exact_fp32_matmuls() -> Iterator[None]:
-    """fp32 matmuls without TF32, whatever the process-wide setting is."""
-    import torch
-
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(previous)
 
 
 def reference_torch(x: Any, w: Any) -> Any:
     """y = x @ w^T computed in fp32 (no TF32), returned in x's dtype."""
     import torch
 
-    with _exact_fp32_matmuls():
+    with exact_fp32_matmuls():
         return (x.to(torch.float32) @ w.to(torch.float32).T).to(x.dtype)
 
 

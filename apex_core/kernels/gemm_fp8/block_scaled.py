@@ -10,28 +10,14 @@ the same function.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 from apex_core.kernels.gemm_fp8.quantize import activation_channel_scale, random_quantized
+from apex_core.kernels.precision import exact_fp32_matmuls
 from apex_core.kernels.roofline import Roofline
 
 BLOCK = 128
 """Quantization block edge: DeepSeek-R1's quantization_config.weight_block_size is [128, 128]."""
-
-
-@contextlib.contextmanager
-def _exact_fp32_matmuls() -> Iterator[None]:
-    """fp32 matmuls without TF32, whatever the process-wide setting is."""
-    import torch
-
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(previous)
 
 
 def reference_torch(x_q: Any, x_scale: Any, w_q: Any, w_scale: Any) -> Any:
@@ -42,7 +28,7 @@ def reference_torch(x_q: Any, x_scale: Any, w_q: Any, w_scale: Any) -> Any:
     n = w_q.shape[0]
     x = x_q.to(torch.float32) * x_scale.repeat_interleave(128, dim=1)[:, :k]
     w = w_q.to(torch.float32) * w_scale.repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)[:n, :k]
-    with _exact_fp32_matmuls():
+    with exact_fp32_matmuls():
         return (x @ w.T).to(torch.bfloat16)
 
 

@@ -9,32 +9,18 @@ rounding to bf16.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 from apex_core.kernels.gemm_fp8.quantize import activation_channel_scale, random_quantized
+from apex_core.kernels.precision import exact_fp32_matmuls
 from apex_core.kernels.roofline import Roofline
-
-
-@contextlib.contextmanager
-def _exact_fp32_matmuls() -> Iterator[None]:
-    """fp32 matmuls without TF32, whatever the process-wide setting is."""
-    import torch
-
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(previous)
 
 
 def reference_torch(x_q: Any, x_scale: Any, w_q: Any, w_scale: Any) -> Any:
     """y (M, N) bf16: the fp8 product accumulated in fp32, scaled per token and per channel."""
     import torch
 
-    with _exact_fp32_matmuls():
+    with exact_fp32_matmuls():
         acc = x_q.to(torch.float32) @ w_q.to(torch.float32).T
     return (acc * x_scale * w_scale.T).to(torch.bfloat16)
 
