@@ -30,31 +30,43 @@ def as_float64(value: Any) -> np.ndarray:
     return value.detach().to("cpu", torch.float64).numpy()
 
 
-def _dtype_name(value: Any) -> str:
+def dtype_name(value: Any) -> str:
     if isinstance(value, np.ndarray):
         return str(value.dtype)
     return str(value.dtype).removeprefix("torch.")
-
-
-def _is_torch(value: Any) -> bool:
-    return type(value).__module__.startswith("torch") and hasattr(value, "detach")
 
 
 def _unravel(flat_index: int, shape: tuple[int, ...]) -> list[int]:
     return [int(i) for i in np.unravel_index(flat_index, shape)] if shape else []
 
 
-def _compare_torch(output: Any, reference: Any, tolerance: Tolerance) -> Comparison:
-    """The same rules as the NumPy path, computed by torch on the reference's device.
+def _float64_tensors(output: Any, reference: Any) -> tuple[Any, Any]:
+    """Both as float64 torch tensors on the reference's device (the host for NumPy arrays).
 
-    Large GPU outputs are compared where they already are instead of being converted to float64
-    NumPy arrays on the host, which dominated the time of a correctness check.
+    Large GPU outputs are compared where they already are, instead of being converted to float64
+    NumPy arrays on the host, which dominated the time of a correctness check; NumPy outputs go
+    through the same code so that there is one set of rules.
     """
     import torch
 
-    device = reference.device
-    out = output.detach().to(device=device, dtype=torch.float64)
-    ref = reference.detach().to(dtype=torch.float64)
+    def convert(value: Any, device: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            return torch.from_numpy(value.astype(np.float64))
+        return value.detach().to(device=device, dtype=torch.float64)
+
+    device = "cpu" if isinstance(reference, np.ndarray) else reference.device
+    return convert(output, device), convert(reference, device)
+
+
+def compare_outputs(output: Any, reference: Any, tolerance: Tolerance) -> Comparison:
+    """Check shape, dtype and values of ``output`` against ``reference``."""
+    import torch
+
+    if tuple(output.shape) != tuple(reference.shape):
+        return Comparison(passed=False, message=f"shape {tuple(output.shape)}, expected {tuple(reference.shape)}")
+    if dtype_name(output) != dtype_name(reference):
+        return Comparison(passed=False, message=f"dtype {dtype_name(output)}, expected {dtype_name(reference)}")
+    out, ref = _float64_tensors(output, reference)
     shape = tuple(out.shape)
     if out.numel() == 0:
         return Comparison(passed=True, max_abs_error=0.0)
@@ -69,7 +81,7 @@ def _compare_torch(output: Any, reference: Any, tolerance: Tolerance) -> Compari
             message=f"NaN/Inf at {index} does not match the reference ({out[tuple(index)].item()} vs {ref[tuple(index)].item()})",
         )
     finite = torch.isfinite(ref)
-    error = torch.where(finite, (out - ref).abs(), torch.zeros((), dtype=torch.float64, device=device))
+    error = torch.where(finite, (out - ref).abs(), torch.zeros((), dtype=torch.float64, device=ref.device))
     error = torch.nan_to_num(error, nan=0.0, posinf=0.0)
     allowed = tolerance.atol + tolerance.rtol * ref.abs()
     flat_error = error.flatten()
@@ -93,58 +105,9 @@ def _compare_torch(output: Any, reference: Any, tolerance: Tolerance) -> Compari
     return Comparison(passed=True, max_abs_error=max_error, max_error_index=index)
 
 
-def compare_outputs(output: Any, reference: Any, tolerance: Tolerance) -> Comparison:
-    """Check shape, dtype and values of ``output`` against ``reference``."""
-    if tuple(output.shape) != tuple(reference.shape):
-        return Comparison(passed=False, message=f"shape {tuple(output.shape)}, expected {tuple(reference.shape)}")
-    if _dtype_name(output) != _dtype_name(reference):
-        return Comparison(passed=False, message=f"dtype {_dtype_name(output)}, expected {_dtype_name(reference)}")
-    if _is_torch(output) and _is_torch(reference):
-        return _compare_torch(output, reference, tolerance)
-    out, ref = as_float64(output), as_float64(reference)
-    if out.size == 0:
-        return Comparison(passed=True, max_abs_error=0.0)
-    nan_mismatch = np.isnan(out) != np.isnan(ref)
-    inf_mismatch = (np.isinf(out) | np.isinf(ref)) & (out != ref) & ~np.isnan(ref)
-    bad_special = nan_mismatch | inf_mismatch
-    if bad_special.any():
-        index = [int(i) for i in np.unravel_index(int(np.argmax(bad_special)), out.shape)]
-        return Comparison(
-            passed=False,
-            max_error_index=index,
-            message=f"NaN/Inf at {index} does not match the reference ({out[tuple(index)]} vs {ref[tuple(index)]})",
-        )
-    finite = np.isfinite(ref)
-    with np.errstate(invalid="ignore", over="ignore"):
-        error = np.where(finite, np.abs(out - ref), 0.0)
-    allowed = tolerance.atol + tolerance.rtol * np.abs(ref)
-    worst = int(np.argmax(error))
-    index = [int(i) for i in np.unravel_index(worst, out.shape)]
-    max_error = float(error.flat[worst])
-    violations = (error > allowed) & finite
-    if violations.any():
-        first = [int(i) for i in np.unravel_index(int(np.argmax(violations)), out.shape)]
-        count = int(violations.sum())
-        return Comparison(
-            passed=False,
-            max_abs_error=max_error,
-            max_error_index=index,
-            message=(
-                f"{count} of {out.size} elements outside atol={tolerance.atol:g}, rtol={tolerance.rtol:g}; "
-                f"first at {first}: {out[tuple(first)]:.6g} vs {ref[tuple(first)]:.6g}; "
-                f"largest error {max_error:.3g} at {index}"
-            ),
-        )
-    return Comparison(passed=True, max_abs_error=max_error, max_error_index=index)
-
-
 def as_output_list(value: Any) -> list[Any]:
     """A reference's result as a list of outputs: one array, or the arrays of a tuple or list."""
     return list(value) if isinstance(value, (tuple, list)) else [value]
-
-
-def dtype_name(value: Any) -> str:
-    return _dtype_name(value)
 
 
 def compare_all(outputs: list[Any], expected: list[Any], task: Task) -> Comparison:
@@ -157,7 +120,7 @@ def compare_all(outputs: list[Any], expected: list[Any], task: Task) -> Comparis
         return Comparison(passed=False, message=f"{len(outputs)} outputs, expected {len(expected)}")
     worst: Comparison | None = None
     for position, (output, reference) in enumerate(zip(outputs, expected)):
-        comparison = compare_outputs(output, reference, task.tolerance_for(_dtype_name(reference)))
+        comparison = compare_outputs(output, reference, task.tolerance_for(dtype_name(reference)))
         if len(expected) > 1:
             comparison = comparison.model_copy(update={"message": f"output {position}: {comparison.message}".rstrip(": ")})
         if not comparison.passed:
