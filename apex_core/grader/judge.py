@@ -75,7 +75,7 @@ def _timing_cpu(device: str) -> int | None:
     cores = sorted(os.sched_getaffinity(0))
     index = int(device.split(":")[1]) if device.startswith("cuda:") else 0
     core = cores[-1 - (index % len(cores))]
-    TIMING_CORES[0].add(core)
+    TIMING_CORES.add(core)
     return core
 
 

@@ -157,12 +157,12 @@ def startup_cpus() -> list[int] | None:
     if not hasattr(os, "sched_getaffinity"):
         return None
     cores = sorted(os.sched_getaffinity(0))
-    reserved = set(TIMING_CORES[0])
+    reserved = set(TIMING_CORES)
     free = [c for c in cores if c not in reserved]
     return free if len(free) >= 2 and reserved else None
 
 
-TIMING_CORES: list[set[int]] = [set()]
+TIMING_CORES: set[int] = set()
 """Cores handed out as timing cores so far (the judge records each one it uses)."""
 
 

@@ -44,25 +44,23 @@ def _grouped_median(steps: np.ndarray) -> np.ndarray:
     return middle - 0.5 + (n / 2.0 - below) / on
 
 
-def median_of(values: np.ndarray) -> np.ndarray | float:
-    """Median of a 1-D array or of each row of a 2-D array; grouped when the timer is stepped.
-
-    The step is found on the whole array, so bootstrap resamples use the step of their source.
-    """
-    values = np.asarray(values, dtype=np.float64)
-    step = timer_step(values.ravel())
+def _on_steps(values: np.ndarray) -> tuple[float, float, np.ndarray] | None:
+    """(origin, step, step index of each sample) when the samples are stepped, else None."""
+    step = timer_step(values)
     if step is None:
-        result = np.median(values, axis=-1)
-    else:
-        origin = float(values.min())
-        steps = np.round((values - origin) / step)
-        result = origin + _grouped_median(steps) * step
-    return float(result) if np.ndim(result) == 0 else result
+        return None
+    origin = float(values.min())
+    return origin, step, np.round((values - origin) / step)
 
 
 def median(samples: list[int]) -> float:
     """The headline time of a list of samples (see the module docstring)."""
-    return float(median_of(np.asarray(samples, dtype=np.float64)))
+    values = np.asarray(samples, dtype=np.float64)
+    stepped = _on_steps(values)
+    if stepped is None:
+        return float(np.median(values))
+    origin, step, steps = stepped
+    return float(origin + _grouped_median(steps) * step)
 
 
 def relative_standard_error_of_median(samples: list[int]) -> float:
@@ -88,12 +86,11 @@ def bootstrap_speedup_draws(baseline: list[int], solution: list[int], draws: int
 
 
 def _resampled_medians(values: np.ndarray, picks: np.ndarray) -> np.ndarray:
-    """Medians of resamples (rows of indices into ``values``), with the step of ``values``."""
-    step = timer_step(values)
-    if step is None:
+    """Medians of resamples (rows of indices into ``values``), on the step of ``values``."""
+    stepped = _on_steps(values)
+    if stepped is None:
         return np.median(values[picks], axis=1)
-    origin = float(values.min())
-    steps = np.round((values - origin) / step)
+    origin, step, steps = stepped
     return origin + _grouped_median(steps[picks]) * step
 
 
