@@ -71,12 +71,30 @@ def do_bench(fn, shape) -> float:
     return triton.testing.do_bench(lambda: fn(x, w, eps)) * 1e3
 
 
+def profile_one_grading(task, solution: Path, options: GradeOptions, out: Path) -> None:
+    """Where a warm grading's wall time goes, function by function (the judge's process only)."""
+    import cProfile
+    import io
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    result = grade(task, solution, options)
+    profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(60)
+    out.write_text(f"elapsed {result.elapsed_s} s, phases {json.dumps(result.phases_s)}\n{text.getvalue()}")
+    print(f"profile of one grading ({result.elapsed_s} s) written to {out}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--solution", type=Path, default=None, help="default: the honest faster kernel of the red team")
     parser.add_argument("--repeats", type=int, default=8)
     parser.add_argument("--self-repeats", type=int, default=20)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="only profile one warm grading with cProfile and write the top functions here")
     args = parser.parse_args()
     if args.solution is None:
         spec = importlib.util.spec_from_file_location("solutions", ROOT / "tests/apex_core/grader/red_team_gpu_solutions.py")
@@ -88,6 +106,9 @@ def main() -> None:
     report: dict = {"options": options.model_dump()}
 
     grade(task, args.solution, options)  # warms the pool and the compile cache
+    if args.profile:
+        profile_one_grading(task, args.solution, options, args.profile)
+        return
     latencies, runs = [], []
     for _ in range(args.repeats):
         started = time.monotonic()

@@ -112,6 +112,8 @@ def tasks_verify(
     shard: Annotated[Optional[str], typer.Option(help="Only share I of N of the tasks, as I/N (one process per GPU).")] = None,
     device: Annotated[Optional[str], typer.Option(help="GPU index (0, 1, ...) or cuda:N; default GPU 0.")] = None,
     jsonl: Annotated[Optional[Path], typer.Option(help="Also append each task's verdict to this file as it finishes.")] = None,
+    timing: Annotated[bool, typer.Option("--timing/--no-timing", help="Time the reference solution (GPU only); "
+                                         "--no-timing checks correctness only and also fills the compile caches.")] = True,
     as_json: JsonOption = False,
 ) -> None:
     """Baseline correct, reference solution correct and faster, signal and roofline sane (GPU: timed)."""
@@ -126,7 +128,7 @@ def tasks_verify(
         tasks = tasks[_shard_slice(shard, len(tasks))]
     device_name = _device_name(device)
     on_gpu, spec, rates = _gpu_context(device_name or "cuda")
-    options = GradeOptions(warm_pool=True, device=device_name)
+    options = GradeOptions(warm_pool=True, device=device_name, timing=timing)
     results = []
     for task in tasks:
         if task.needs_gpu and not on_gpu and task.language != "triton":

@@ -249,7 +249,7 @@ class _Run:
             library=self.task.array_library,
             device=self.device,
             extra_env=tuple(sorted(self.extra_env.items())),
-            cpu=_timing_cpu(self.device),
+            cpu=_timing_cpu(self.device) if self.options.timing else None,  # pinned only to be timed
             memory_bytes=self.options.memory_bytes,
             # An address-space cap is safe for NumPy workers only: GPU runtimes reserve huge ranges.
             limit_address_space=self.task.array_library == "numpy",

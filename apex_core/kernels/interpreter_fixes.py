@@ -1,15 +1,19 @@
 """Corrections to Triton's CPU interpreter, applied wherever Triton code runs interpreted.
 
 CI and GPU-less machines check Triton kernels under ``TRITON_INTERPRET=1``. Triton 3.9's
-interpreter gets two things wrong that correct kernels rely on:
+interpreter gets three things wrong that correct kernels rely on:
 
 - ``tl.dot`` on bf16 operands multiplies the raw 16-bit storage as integers (bf16 lives in
   uint16 arrays there), so every bf16 matmul comes out as garbage (triton-lang/triton#11584);
 - fp32/fp16/bf16 -> fp8 casts add the rounding bit to the 3-bit mantissa without carrying into the
-  exponent (125.7 becomes 64, not 128) and round ties away from zero.
+  exponent (125.7 becomes 64, not 128) and round ties away from zero;
+- ``@triton.autotune`` asks the GPU driver for a benchmarker, so any autotuned kernel raises
+  "0 active drivers" on a machine without a GPU.
 
-Both are fixed by routing the operation through exact conversions: bf16 bits widened to fp32 for
-the dot, and torch's round-to-nearest-even, saturating conversion for fp8. Only the interpreter is
+The first two are fixed by routing the operation through exact conversions: bf16 bits widened to
+fp32 for the dot, and torch's round-to-nearest-even, saturating conversion for fp8. Autotuning
+runs every config once (so a config that fails still fails) and keeps the first: interpreted
+speed says nothing about which config is fastest. Only the interpreter is
 touched; compiled kernels on a GPU never see this module. It runs in trusted code (the
 interpreter check, and the grader's worker before it imports a solution).
 """
@@ -28,6 +32,12 @@ def _bf16_bits_to_float32(bits: Any) -> Any:
     return widened.view(np.float32)
 
 
+def _run_once_without_timing(kernel_call: Any, quantiles: Any = None) -> list[float]:
+    """The autotuner's benchmark under the interpreter: one call, every config timed alike."""
+    kernel_call()
+    return [0.0, 0.0, 0.0]
+
+
 def apply() -> None:
     """Patch the interpreter once per process; a no-op when Triton is absent."""
     if _APPLIED[0]:
@@ -36,7 +46,7 @@ def apply() -> None:
         import numpy as np
         import torch
         import triton.language as tl
-        from triton.runtime import interpreter
+        from triton.runtime import autotuner, interpreter
     except ImportError:
         return
     original_convert = interpreter._convert_float
@@ -66,4 +76,5 @@ def apply() -> None:
 
     interpreter._convert_float = convert_float
     builder.create_dot = create_dot
+    autotuner.Autotuner.do_bench = property(lambda self: _run_once_without_timing)
     _APPLIED[0] = True

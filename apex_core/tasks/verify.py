@@ -9,6 +9,7 @@ the interpreter at the task's ``cpu_shapes`` and nothing is timed.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Literal
 
@@ -51,6 +52,9 @@ class TaskVerification(BaseModel):
     shapes: list[ShapeFigures] = Field(default_factory=list)
     meets_bandwidth_bar: bool | None = None
     """At the largest timed shape, for memory-bound tasks: >= 80% of the measured copy bandwidth."""
+    elapsed_s: float = 0.0
+    phases_s: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """Where the time went, per grading ('baseline', 'solution'): what to speed up when verify is slow."""
 
 
 def _for_this_machine(task: Task, on_gpu: bool) -> Task:
@@ -101,10 +105,12 @@ def verify_task(
     checked = _for_this_machine(task, on_gpu)
     problems: list[str] = []
     say(f"{task.id}: checking the baseline")
+    started = time.monotonic()
     baseline = grade(checked, task.baseline_path, options.model_copy(update={"timing": False}))
     if baseline.outcome is not Outcome.ok:
         problems.append(f"baseline: {baseline.outcome.value}: {baseline.reason}")
     verification = TaskVerification(task_id=task.id, passed=False, timed=False, baseline_outcome=baseline.outcome.value)
+    verification.phases_s["baseline"] = baseline.phases_s
     solution_path = reference_solution_path(task)
     if solution_path is None:
         problems.append(f"no reference solution under reference_solutions/{task.id}/")
@@ -113,6 +119,7 @@ def verify_task(
         timed = on_gpu and options.timing
         result = grade(checked, solution_path, options.model_copy(update={"timing": timed}))
         verification.solution_outcome = result.outcome.value
+        verification.phases_s["solution"] = result.phases_s
         verification.timed = bool(result.timings)
         if result.outcome is not Outcome.ok:
             problems.append(f"reference solution: {result.outcome.value}: {result.reason}")
@@ -130,4 +137,5 @@ def verify_task(
                 verification.meets_bandwidth_bar = largest.fraction_of_measured >= BANDWIDTH_BAR
     verification.problems = problems
     verification.passed = not problems
+    verification.elapsed_s = round(time.monotonic() - started, 3)
     return verification

@@ -57,3 +57,41 @@ def test_with_the_fixes_bf16_dots_and_fp8_casts_are_exact():
 def test_without_the_fixes_the_interpreter_is_still_wrong_so_the_fixes_are_needed():
     dot_error, fp8_error = _probe("plain")
     assert dot_error > 1.0 or fp8_error > 0.0
+
+
+_AUTOTUNED = textwrap.dedent(
+    """
+    import sys, torch, triton, triton.language as tl
+    if sys.argv[1] == "fixed":
+        from apex_core.kernels import interpreter_fixes
+        interpreter_fixes.apply()
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": 8}), triton.Config({"BLOCK": 16})], key=["n"])
+    @triton.jit
+    def double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(y_ptr + offsets, 2 * tl.load(x_ptr + offsets, mask=mask), mask=mask)
+
+    x = torch.arange(20, dtype=torch.float32)
+    y = torch.empty_like(x)
+    double[lambda meta: (triton.cdiv(20, meta["BLOCK"]),)](x, y, 20)
+    print(bool(torch.equal(y, 2 * x)))
+    """
+)
+
+
+def _run_autotuned(mode: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO_ROOT)}
+    return subprocess.run([sys.executable, "-c", _AUTOTUNED, mode], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_with_the_fixes_an_autotuned_kernel_runs_under_the_interpreter():
+    done = _run_autotuned("fixed")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "True"
+
+
+def test_without_the_fixes_an_autotuned_kernel_fails_for_want_of_a_gpu_driver():
+    done = _run_autotuned("plain")
+    assert done.returncode != 0 and "active drivers" in done.stderr
