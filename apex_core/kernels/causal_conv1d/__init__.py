@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from apex_core.kernels.roofline import Roofline, dtype_bytes
+from apex_core.kernels import seeded
 
 
 def reference_torch(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -34,7 +35,7 @@ def reference_torch(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str, params: dict[str, Any]) -> tuple:
     """x of (batch, seqlen, dim) ~ N(0, 1) like projected activations, weight of (dim, width)."""
-    generator = torch.Generator(device="cpu").manual_seed(seed)
+    generator = seeded.generator(seed)
     torch_dtype = getattr(torch, dtype)
     batch, seqlen, dim = shape["batch"], shape["seqlen"], shape["dim"]
     width = int(params["kernel_width"])

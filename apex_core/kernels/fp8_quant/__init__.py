@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from apex_core.kernels.roofline import Roofline, dtype_bytes
+from apex_core.kernels import seeded
 
 FP8_E4M3_MAX = 448.0
 ABSMAX_FLOOR = 1e-10
@@ -54,7 +55,7 @@ def reference_per_token_group(x: Any, group_size: int) -> Any:
 def _activations(shape: dict[str, int], seed: int) -> Any:
     import torch
 
-    generator = torch.Generator(device="cpu").manual_seed(seed)
+    generator = seeded.generator(seed)
     tokens, hidden = shape["tokens"], shape["hidden"]
     x = torch.randn(tokens, hidden, generator=generator, dtype=torch.float32)
     x *= torch.exp(TOKEN_SCALE_LOG_STD * torch.randn(tokens, 1, generator=generator))

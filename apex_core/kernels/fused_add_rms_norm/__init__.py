@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from apex_core.kernels.roofline import Roofline, dtype_bytes
+from apex_core.kernels import seeded
 
 # A handful of residual-stream channels carry activations far larger than the rest ("massive
 # activations" of trained LLMs); they dominate the row's RMS, which a kernel must still get right.
@@ -52,7 +53,7 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
     """
     import torch
 
-    generator = torch.Generator(device="cpu").manual_seed(seed)
+    generator = seeded.generator(seed)
     torch_dtype = getattr(torch, dtype)
     tokens, hidden = shape["tokens"], shape["hidden"]
     x = torch.randn(tokens, hidden, generator=generator, dtype=torch.float32)

@@ -20,6 +20,7 @@ from typing import Any
 
 from apex_core.kernels.precision import exact_fp32_matmuls
 from apex_core.kernels.roofline import Roofline, dtype_bytes
+from apex_core.kernels import seeded
 
 
 def reference_torch(x: Any, w: Any, topk_ids: Any) -> Any:
@@ -67,7 +68,7 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
     """
     import torch
 
-    generator = torch.Generator(device="cpu").manual_seed(seed)
+    generator = seeded.generator(seed)
     torch_dtype = getattr(torch, dtype)
     tokens, hidden, n, experts = shape["tokens"], shape["hidden"], shape["n"], shape["experts"]
     x = torch.randn(tokens, hidden, generator=generator, dtype=torch_dtype)

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from apex_core.kernels.roofline import Roofline, dtype_bytes
+from apex_core.kernels import seeded
 
 
 def reference_torch(
@@ -62,7 +63,7 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
     so some heads remember for hundreds of tokens and some for one; beta = sigmoid(b); the initial
     state has the spread a state reaches after a few hundred tokens (a chunked prefill resuming).
     """
-    generator = torch.Generator(device="cpu").manual_seed(seed)
+    generator = seeded.generator(seed)
     torch_dtype = getattr(torch, dtype)
     batch, seqlen = shape["batch"], shape["seqlen"]
     key_heads, value_heads = shape["key_heads"], shape["value_heads"]

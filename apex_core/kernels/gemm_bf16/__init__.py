@@ -12,6 +12,7 @@ from typing import Any
 
 from apex_core.kernels.precision import exact_fp32_matmuls
 from apex_core.kernels.roofline import Roofline, dtype_bytes
+from apex_core.kernels import seeded
 
 
 def reference_torch(x: Any, w: Any) -> Any:
@@ -26,7 +27,7 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
     """x (tokens, k) ~ N(0, 1) and w (n, k) ~ N(0, 1/k), as a trained projection is scaled, so y is O(1)."""
     import torch
 
-    generator = torch.Generator(device="cpu").manual_seed(seed)
+    generator = seeded.generator(seed)
     torch_dtype = getattr(torch, dtype)
     tokens, k, n = shape["tokens"], shape["k"], shape["n"]
     x = torch.randn(tokens, k, generator=generator, dtype=torch_dtype)

@@ -15,6 +15,7 @@ from typing import Any
 from apex_core.kernels.gemm_fp8.quantize import activation_channel_scale, random_quantized
 from apex_core.kernels.precision import exact_fp32_matmuls
 from apex_core.kernels.roofline import Roofline
+from apex_core.kernels import seeded
 
 BLOCK = 128
 """Quantization block edge: DeepSeek-R1's quantization_config.weight_block_size is [128, 128]."""
@@ -38,9 +39,8 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
     Activations are N(0, 1) with log-normal per-channel magnitudes, quantized per token per 128
     channels (DeepSeek's act_quant); weights are N(0, 1/k), quantized per 128x128 block.
     """
-    import torch
 
-    generator = torch.Generator(device="cpu").manual_seed(seed)
+    generator = seeded.generator(seed)
     tokens, k, n = shape["tokens"], shape["k"], shape["n"]
     channel = activation_channel_scale(k, generator)
     x_q, x_scale = random_quantized(tokens, k, 1, BLOCK, generator, column_scale=channel)

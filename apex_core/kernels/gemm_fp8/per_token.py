@@ -14,6 +14,7 @@ from typing import Any
 from apex_core.kernels.gemm_fp8.quantize import activation_channel_scale, random_quantized
 from apex_core.kernels.precision import exact_fp32_matmuls
 from apex_core.kernels.roofline import Roofline
+from apex_core.kernels import seeded
 
 
 def reference_torch(x_q: Any, x_scale: Any, w_q: Any, w_scale: Any) -> Any:
@@ -31,9 +32,8 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
     Activations are N(0, 1) with log-normal per-channel magnitudes (outlier channels), quantized
     per token; weights are N(0, 1/k), quantized per output channel. y is then O(1).
     """
-    import torch
 
-    generator = torch.Generator(device="cpu").manual_seed(seed)
+    generator = seeded.generator(seed)
     tokens, k, n = shape["tokens"], shape["k"], shape["n"]
     channel = activation_channel_scale(k, generator)
     x_q, x_scale = random_quantized(tokens, k, 1, k, generator, column_scale=channel)

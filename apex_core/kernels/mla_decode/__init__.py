@@ -20,6 +20,7 @@ from typing import Any
 
 from apex_core.kernels.paged_decode_attention.paged_cache import build_block_tables, context_lengths, live_blocks
 from apex_core.kernels.roofline import Roofline, dtype_bytes
+from apex_core.kernels import seeded
 
 
 def reference_torch(q: Any, kv_cache: Any, block_tables: Any, seq_lens: Any, scale: float, kv_lora_rank: int) -> Any:
@@ -59,7 +60,7 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
     """
     import torch
 
-    generator = torch.Generator(device="cpu").manual_seed(seed)
+    generator = seeded.generator(seed)
     torch_dtype = getattr(torch, dtype)
     batch, context = shape["batch"], shape["context"]
     num_heads, rank, rope = int(params["num_heads"]), int(params["kv_lora_rank"]), int(params["qk_rope_head_dim"])

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from apex_core.kernels.roofline import Roofline
+from apex_core.kernels import seeded
 
 DECISION_MARGIN = 2e-5
 """Least gap, in the choice scores (about 5 with DeepSeek's biases, fp32 ulp 5e-7) and the group
@@ -81,7 +82,7 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
     """
     import torch
 
-    generator = torch.Generator(device="cpu").manual_seed(seed)
+    generator = seeded.generator(seed)
     tokens, experts = shape["tokens"], shape["experts"]
     top_k, n_group, topk_group = int(params["top_k"]), int(params["n_group"]), int(params["topk_group"])
     popularity = 0.3 * torch.randn(experts, generator=generator)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from apex_core.kernels.roofline import Roofline
+from apex_core.kernels import seeded
 
 DECISION_MARGIN = 2e-5
 """Least gap between consecutive logits among each token's top k + 1: far above fp32 rounding
@@ -45,7 +46,7 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
     """
     import torch
 
-    generator = torch.Generator(device="cpu").manual_seed(seed)
+    generator = seeded.generator(seed)
     tokens, experts = shape["tokens"], shape["experts"]
     top_k = int(params["top_k"])
     popularity = 0.5 * torch.randn(experts, generator=generator)

@@ -25,6 +25,7 @@ from apex_core.kernels.paged_decode_attention.paged_cache import (
     live_blocks,
 )
 from apex_core.kernels.roofline import Roofline, dtype_bytes
+from apex_core.kernels import seeded
 
 
 def reference_torch(
@@ -77,7 +78,7 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
     """
     import torch
 
-    generator = torch.Generator(device="cpu").manual_seed(seed)
+    generator = seeded.generator(seed)
     torch_dtype = getattr(torch, dtype)
     batch, context = shape["batch"], shape["context"]
     num_heads, num_kv_heads, head_dim = int(params["num_heads"]), int(params["num_kv_heads"]), int(params["head_dim"])

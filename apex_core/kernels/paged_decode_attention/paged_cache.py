@@ -17,6 +17,7 @@ bytes of a shape.
 from __future__ import annotations
 
 from typing import Any
+from apex_core.kernels import seeded
 
 NULL_BLOCK = 0
 """The reserved block that padded and freed block-table entries point at (vLLM's null block)."""
@@ -31,7 +32,7 @@ def context_lengths(batch: int, context: int, salt: int = 0) -> list[int]:
     maximum occurs), the others uniform in [3/4 context, context]; a fixed function of the shape."""
     import torch
 
-    generator = torch.Generator(device="cpu").manual_seed(1_000_003 * batch + 7919 * context + salt)
+    generator = seeded.generator(1_000_003 * batch + 7919 * context + salt)
     low = max(1, (3 * context) // 4)
     lengths = torch.randint(low, context + 1, (batch,), generator=generator).tolist()
     lengths[0] = context

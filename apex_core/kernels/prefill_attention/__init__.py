@@ -16,6 +16,7 @@ from typing import Any
 
 from apex_core.kernels.paged_decode_attention.paged_cache import context_lengths
 from apex_core.kernels.roofline import Roofline, dtype_bytes
+from apex_core.kernels import seeded
 
 _REFERENCE_CHUNK = 256
 """Queries per reference step: bounds the fp32 score matrix at 16k tokens to a few hundred MB."""
@@ -82,7 +83,7 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
     """
     import torch
 
-    generator = torch.Generator(device="cpu").manual_seed(seed)
+    generator = seeded.generator(seed)
     torch_dtype = getattr(torch, dtype)
     lengths = sequence_lengths(shape)
     tokens = sum(lengths)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from apex_core.kernels.roofline import Roofline, dtype_bytes
+from apex_core.kernels import seeded
 
 PAD_SLOT = -1
 DECODE_TOKENS = 256
@@ -51,7 +52,7 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
     """
     import torch
 
-    generator = torch.Generator(device="cpu").manual_seed(seed)
+    generator = seeded.generator(seed)
     torch_dtype = getattr(torch, dtype)
     tokens = shape["tokens"]
     num_kv_heads, head_dim, block_size = int(params["num_kv_heads"]), int(params["head_dim"]), int(params["block_size"])

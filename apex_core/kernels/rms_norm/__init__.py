@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from apex_core.kernels.roofline import Roofline, dtype_bytes
+from apex_core.kernels import seeded
 
 _NUMPY_DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16}
 
@@ -56,7 +57,7 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
     """
     import torch
 
-    generator = torch.Generator(device="cpu").manual_seed(seed)
+    generator = seeded.generator(seed)
     torch_dtype = getattr(torch, dtype)
     rows, hidden = shape["tokens"], shape["hidden"]
     x = torch.randn(rows, hidden, generator=generator, dtype=torch.float32)

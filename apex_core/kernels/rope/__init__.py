@@ -19,6 +19,7 @@ import torch
 
 from apex_core.kernels.roofline import Roofline, dtype_bytes
 from apex_core.kernels.rope.frequencies import cos_sin_cache
+from apex_core.kernels import seeded
 
 DECODE_TOKENS = 256
 """Up to this many tokens a call is a decode batch (one token per sequence, scattered positions);
@@ -69,7 +70,7 @@ def make_positions(tokens: int, max_position: int, generator: torch.Generator) -
 def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str, params: dict[str, Any]) -> tuple:
     """positions (tokens,) int64, q (tokens, num_heads, head_dim), k (tokens, num_kv_heads, head_dim),
     and the model's (max_position, rotary_dim) fp32 cos/sin cache."""
-    generator = torch.Generator(device="cpu").manual_seed(seed)
+    generator = seeded.generator(seed)
     torch_dtype = getattr(torch, dtype)
     tokens, head_dim = shape["tokens"], int(params["head_dim"])
     positions = make_positions(tokens, int(params["max_position"]), generator)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from apex_core.kernels.roofline import Roofline, dtype_bytes
+from apex_core.kernels import seeded
 
 # Sigmoid (negate, exp, add, divide) and two multiplies per output element.
 FLOPS_PER_OUTPUT = 6
@@ -40,7 +41,7 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
     """
     import torch
 
-    generator = torch.Generator(device="cpu").manual_seed(seed)
+    generator = seeded.generator(seed)
     x = torch.randn(input_rows(shape, params), 2 * shape["intermediate"], generator=generator, dtype=torch.float32)
     return (x.to(getattr(torch, dtype)).to(device),)
 

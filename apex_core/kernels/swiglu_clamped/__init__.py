@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from apex_core.kernels.roofline import Roofline, dtype_bytes
+from apex_core.kernels import seeded
 
 # Spread of the expert pre-activations: wide enough that a few percent of values pass the clamp.
 PREACTIVATION_STD = 3.0
@@ -45,7 +46,7 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
     """x of (rows, 2 * intermediate) with interleaved gate/linear columns, then alpha and limit."""
     import torch
 
-    generator = torch.Generator(device="cpu").manual_seed(seed)
+    generator = seeded.generator(seed)
     rows = input_rows(shape, params)
     x = PREACTIVATION_STD * torch.randn(rows, 2 * shape["intermediate"], generator=generator, dtype=torch.float32)
     return x.to(getattr(torch, dtype)).to(device), float(params["alpha"]), float(params["limit"])
