@@ -25,8 +25,9 @@ from pydantic import BaseModel, Field
 import apex_core
 from apex_core.errors import ApexUserError, SolutionFileError
 from apex_core.grader import fingerprint, integrity, native, prescan, stats, trace_checks, wire
+from apex_core.kernels import seeded
 from apex_core.grader.fingerprint import Clocks
-from apex_core.grader.compare import Comparison, as_float64, as_output_list, compare_all, dtype_name, inputs_unchanged
+from apex_core.grader.compare import Comparison, as_float64, as_output_list, compare_all, dtype_name
 from apex_core.grader.cache import default_cache_dir
 from apex_core.grader.pool import POOL
 from apex_core.grader.process import TIMING_CORES, WorkerFailure, WorkerProcess, WorkerSpec, sandbox_identity
@@ -45,6 +46,8 @@ CALL_BUFFERS = 3
 """Timed calls rotate over at least this many input buffers, refilled from the pool before every call."""
 STAGED_BYTES = 256 * 1024**2
 """Input bytes per timed shape beyond which fewer distinct input sets are drawn (at least 2)."""
+CHECKED_BUFFERS = 3
+"""Call buffers whose last timed output is checked, picked at random after the timing."""
 SMALL_CALL_BUFFERS = 8
 SMALL_INPUT_BYTES = 32 * 1024**2
 """Inputs up to this size get SMALL_CALL_BUFFERS buffers: more allocations averaged over, so where
@@ -52,6 +55,8 @@ the memory happens to sit moves a small kernel's median less from one grading to
 _BASELINE_TRACES: dict[tuple[str, str, str], dict[str, Any]] = {}
 _BASELINE_WORKERS: dict[tuple[str, str, WorkerSpec], WorkerProcess] = {}
 """Baseline workers kept between gradings (pool mode), by task, task content and worker spec."""
+BASELINE_WORKERS_KEPT = 4
+"""The most recently used baseline workers stay; each holds a device context and staged inputs."""
 
 
 @atexit.register
@@ -202,13 +207,15 @@ class _Run:
             # Our own baseline compiles once per content, into a cache only the judge's user can
             # write: a solution (sandbox user) must not be able to swap the baseline's kernels.
             compile_cache = default_cache_dir() / "baseline-compile" / file_hash(path)[:16]
-        if self.options.warm_pool and not trusted:
+        if self.options.warm_pool:
+            # Trusted (baseline) workers come from the pool too: their spec keeps them apart.
             worker = POOL.take(spec, self.options.timeout_s)
             POOL.prepare(spec)  # replacements start now, on cores away from the timing core
         else:
             worker = WorkerProcess(spec, self.options.timeout_s)
         try:
-            reply = worker.load(path, self.task.entry_point, compile_cache, self.task.output_args)
+            inputs = {"ref": self.task.inputs, "dtype": self.task.dtype, "params": self.task.params}
+            reply = worker.load(path, self.task.entry_point, compile_cache, self.task.output_args, inputs)
         except BaseException:
             worker.close()
             raise
@@ -232,10 +239,12 @@ class _Run:
                 yield worker
             return
         key = (self.task.id, self.task.content_hash(), self.worker_spec(trusted=True))
-        worker = _BASELINE_WORKERS.get(key)
+        worker = _BASELINE_WORKERS.pop(key, None)
         if worker is None or not worker.alive():
             worker = self.worker(self.task.baseline_path, trusted=True)
-            _BASELINE_WORKERS[key] = worker
+        _BASELINE_WORKERS[key] = worker  # most recently used last
+        while len(_BASELINE_WORKERS) > BASELINE_WORKERS_KEPT:
+            _BASELINE_WORKERS.pop(next(iter(_BASELINE_WORKERS))).close()
         try:
             yield worker
         except BaseException:
@@ -283,8 +292,9 @@ class _Run:
         model: Roofline = self.roofline(shape, self.task.dtype, self.task.params)
         return model.bytes_moved
 
-    def inputs(self, shape: Shape, seed: int, device: str | None = None) -> list[Any]:
-        return list(self.make_inputs(shape, self.task.dtype, seed, device or self.device, self.task.params))
+    def inputs(self, shape: Shape, seed: int) -> list[Any]:
+        """The input set of ``seed``, drawn on the grading device (the workers draw the same)."""
+        return seeded.draw(self.make_inputs, shape, self.task.dtype, seed, self.device, self.task.params)
 
     # --- correctness -----------------------------------------------------------------------------
 
@@ -332,21 +342,17 @@ class _Run:
                 )
 
     def expected(self, args: list[Any]) -> list[Any]:
-        """The reference's outputs for ``args``, computed on the grading device from copies.
+        """The reference's outputs for ``args`` (drawn for it alone, on the grading device).
 
         They stay on that device: comparisons run there (see ``compare``).
         """
-        copies = [
-            a.to(self.device, copy=True) if hasattr(a, "clone") else (a.copy() if hasattr(a, "copy") else a) for a in args
-        ]
-        return as_output_list(self.reference(*copies))
+        return as_output_list(self.reference(*args))
 
     def _check_case(self, worker: WorkerProcess, shape: Shape, seed: int) -> tuple[Outcome | None, Comparison]:
         library = self.task.array_library
-        args = self.inputs(shape, seed)
-        expected = self.expected(args)
+        expected = self.expected(self.inputs(shape, seed))
         self._check_signal(expected, shape)
-        reply, payload = worker.request({"op": "call"}, wire.encode_values(args, library))
+        reply, payload = worker.request({"op": "call", "shape": shape, "seed": seed})
         if not reply.get("ok"):
             return Outcome.runtime_error, Comparison(passed=False, message=str(reply.get("message", "the call raised")))
         if reply.get("output_type") != "exact":
@@ -354,9 +360,7 @@ class _Run:
             message = f"returned {reply.get('output_type')}, expected exactly {wanted} or a tuple of them"
             return Outcome.wrong_answer, Comparison(passed=False, message=message)
         try:
-            values = wire.decode_values(payload, library)
-            count = int(reply.get("outputs", 1))
-            outputs, args_after = values[:count], values[count:]
+            outputs = wire.decode_values(payload, library)
         except Exception:  # whatever the bytes were, they were not plain arrays
             return Outcome.wrong_answer, Comparison(passed=False, message="the output could not be decoded as plain arrays")
         devices = {str(d).split(":")[0] for d in reply.get("output_devices", [])}
@@ -366,7 +370,7 @@ class _Run:
         comparison = compare_all(outputs, expected, self.task)
         if not comparison.passed:
             return Outcome.wrong_answer, comparison
-        if not inputs_unchanged([_to_cpu(a) for a in args], args_after, skip=self.task.output_args):
+        if reply.get("inputs_unchanged") is not True:
             return Outcome.wrong_answer, comparison.model_copy(update={"passed": False, "message": "the call modified its inputs"})
         return None, comparison
 
@@ -375,23 +379,17 @@ class _Run:
     def time_shape(
         self, baseline: WorkerProcess, candidate: WorkerProcess, shape: Shape, index: int, spec: GpuSpec | None
     ) -> ShapeTiming:
-        library = self.task.array_library
         on_gpu = self.device != "cpu"
-        # Drawn on the host: they go straight to the workers, and to the device here only for the
-        # few references the timed-output check needs.
-        with self.phase("timing.inputs"):
-            pool = [
-                self.inputs(shape, _case_seed(self.options.public_seed, self.secret_seed, 1000 + index, k), device="cpu")
-                for k in range(self.input_sets(shape))
-            ]
-            payload = wire.encode_values([value for args in pool for value in args], library)
+        # Each worker draws the input sets on the device from these seeds, as the judge does for
+        # the references: nothing large crosses a pipe.
+        seeds = [_case_seed(self.options.public_seed, self.secret_seed, 1000 + index, k) for k in range(self.input_sets(shape))]
         flush = spec.cache_flush_bytes if spec else DEFAULT_FLUSH_BYTES
         workers = {"baseline": baseline, "solution": candidate}
-        set_bytes = sum(v.numel() * v.element_size() if hasattr(v, "element_size") else getattr(v, "nbytes", 0) for v in pool[0])
-        buffers = SMALL_CALL_BUFFERS if set_bytes <= SMALL_INPUT_BYTES else CALL_BUFFERS
+        buffers = SMALL_CALL_BUFFERS if self.input_bytes(shape) <= SMALL_INPUT_BYTES else CALL_BUFFERS
         with self.phase("timing.stage"):
             for name, worker in workers.items():
-                worker.request({"op": "stage", "count": len(pool), "buffers": buffers}, payload)
+                reply, _ = worker.request({"op": "stage", "shape": shape, "seeds": seeds, "buffers": buffers})
+                self._require_ok(reply, name)
                 reply, _ = worker.request({"op": "warmup", "min_calls": 10, "min_seconds": 0.025})
                 self._require_ok(reply, name)
         samples: dict[str, list[int]] = {"baseline": [], "solution": []}
@@ -423,7 +421,7 @@ class _Run:
             slowest = max(stats.median(v) for v in samples.values())
             reps = int(min(200, max(5, 0.05e9 / max(slowest, 1.0))))
         with self.phase("timing.outputs"):
-            self._check_timed_outputs(candidate, shape, pool)
+            self._check_timed_outputs(candidate, shape, seeds, buffers)
         if index == 0 and on_gpu:
             with self.phase("trace"):
                 self._check_trace(baseline, candidate)
@@ -451,10 +449,12 @@ class _Run:
             prefix = "" if name == "solution" else "the baseline failed: "
             raise _Failed(outcome, prefix + str(reply.get("message")))
 
-    def _check_timed_outputs(self, candidate: WorkerProcess, shape: Shape, pool: list[list[Any]]) -> None:
-        """The last output of every call buffer must match the reference of the values it held."""
+    def _check_timed_outputs(self, candidate: WorkerProcess, shape: Shape, seeds: list[int], buffers: int) -> None:
+        """The last output of call buffers picked now, at random, must match the reference of the
+        values they held: a solution that returns stale or cached outputs cannot know which."""
         library = self.task.array_library
-        reply, payload = candidate.request({"op": "timed_outputs"})
+        slots = sorted(secrets.SystemRandom().sample(range(buffers), min(buffers, CHECKED_BUFFERS)))
+        reply, payload = candidate.request({"op": "timed_outputs", "slots": slots})
         if reply.get("output_type") != "exact":
             raise _Failed(Outcome.wrong_answer, f"a timed call at shape {shape} returned {reply.get('output_type')}")
         try:
@@ -464,7 +464,7 @@ class _Run:
             raise _Failed(Outcome.wrong_answer, "the outputs of the timed calls could not be decoded") from None
         for position, item in enumerate(reply.get("items", [])):
             outputs = values[position * count : (position + 1) * count]
-            comparison = compare_all(outputs, self.expected(pool[int(item)]), self.task)
+            comparison = compare_all(outputs, self.expected(self.inputs(shape, seeds[int(item)])), self.task)
             if not comparison.passed:
                 raise _Failed(
                     Outcome.wrong_answer,
@@ -594,10 +594,6 @@ def _largest_finite_magnitude(value: Any) -> float:
         return float(finite.abs().max()) if finite.numel() else 0.0
     values = as_float64(value)
     return float(np.max(np.abs(values[np.isfinite(values)]), initial=0.0))
-
-
-def _to_cpu(value: Any) -> Any:
-    return value.detach().cpu() if hasattr(value, "detach") else value
 
 
 def _provenance(

@@ -127,6 +127,9 @@ class Worker:
         self.buffer_item: list[int] = []
         self.next_item = 0
         self.timed_outputs: dict[int, tuple[int, Any, list[Any]]] = {}
+        self.inputs: dict[str, Any] = {}
+        """The task's input generator (reference, dtype, params): inputs are drawn here, on the
+        device, from the seeds the judge sends, instead of travelling through the pipe."""
         self.flush_buffer: Any = None
         self.torch: ModuleType | None = None
         self.timers: _DeviceTimers | None = None
@@ -153,12 +156,6 @@ class Worker:
                     interpreter_fixes.apply()
 
     # --- helpers ----------------------------------------------------------------------------
-
-    def _to_device(self, values: list[Any]) -> list[Any]:
-        torch = self.torch
-        if torch is None:
-            return values
-        return [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
 
     def _synchronize(self) -> None:
         if self.timers is not None:
@@ -189,9 +186,12 @@ class Worker:
 
     # --- operations ---------------------------------------------------------------------------
 
-    def load(self, solution_path: str, entry_point: str, compile_cache: str | None, output_args: list[int]) -> dict[str, Any]:
+    def load(
+        self, solution_path: str, entry_point: str, compile_cache: str | None, output_args: list[int], inputs: dict[str, Any]
+    ) -> dict[str, Any]:
         self.solution_path, self.entry_point = solution_path, entry_point
         self.output_args = list(output_args)
+        self.inputs = dict(inputs)
         if self.cpu is not None and hasattr(os, "sched_setaffinity"):
             # Pinned only now, not while idle in the pool: baseline and candidate share one core so
             # that neither is timed on a faster one.
@@ -236,9 +236,22 @@ class Worker:
         self.own_kernels = native.kernel_names(source.read_text(errors="replace"))
         return {"ok": True, "own_kernels": self.own_kernels}
 
-    def call(self, args: list[Any]) -> tuple[dict[str, Any], bytes]:
+    def draw(self, shape: dict[str, int], seed: int) -> list[Any]:
+        """The input set the judge draws for ``seed``: same generator, same kind of device."""
+        from apex_core.kernels import seeded
+        from apex_core.tasks.schema import load_reference
+
+        make = load_reference(str(self.inputs["ref"]))
+        return seeded.draw(make, shape, str(self.inputs["dtype"]), seed, self.device, dict(self.inputs["params"]))
+
+    def call(self, shape: dict[str, int], seed: int) -> tuple[dict[str, Any], bytes]:
+        """One checked call on the inputs of ``seed``; replies with the outputs and whether the
+        arguments that are not declared outputs came back bit-identical."""
+        from apex_core.grader.compare import inputs_unchanged
+
         assert self.function is not None
-        args = self._to_device(args)
+        args = self.draw(shape, seed)
+        pristine = [_fresh_copy(a) for a in args]
         try:
             output = self.function(*args)
             self._synchronize()
@@ -247,9 +260,12 @@ class Worker:
         outputs, kind = self._outputs(output, args)
         if outputs is None:
             return {"ok": True, "output_type": kind}, b""
-        payload = wire.encode_values([*outputs, *args], self.library)
+        unchanged = inputs_unchanged(pristine, args, skip=tuple(self.output_args))
+        payload = wire.encode_values(outputs, self.library)
         devices = sorted({str(o.device) for o in outputs}) if self.torch is not None else ["cpu"]
-        return {"ok": True, "output_type": "exact", "outputs": len(outputs), "output_devices": devices}, payload
+        reply = {"ok": True, "output_type": "exact", "outputs": len(outputs), "output_devices": devices,
+                 "inputs_unchanged": unchanged}
+        return reply, payload
 
     # --- timing -------------------------------------------------------------------------------
     #
@@ -258,9 +274,9 @@ class Worker:
     # the same values twice in a row: a cache keyed on pointers or shapes returns stale outputs,
     # which the judge catches when it checks the outputs of the timed calls.
 
-    def stage(self, values: list[Any], count: int, buffers: int) -> dict[str, Any]:
-        size = len(values) // count
-        self.pool = [self._to_device(values[i * size : (i + 1) * size]) for i in range(count)]
+    def stage(self, shape: dict[str, int], seeds: list[int], buffers: int) -> dict[str, Any]:
+        count = len(seeds)
+        self.pool = [self.draw(shape, seed) for seed in seeds]
         self.buffers = [[_fresh_copy(v) for v in self.pool[i % count]] for i in range(buffers)]
         self.buffer_item = [i % count for i in range(buffers)]
         self.next_item = buffers
@@ -342,10 +358,13 @@ class Worker:
             kernels.append([event.name, elapsed, int(getattr(event, "device_resource_id", -1))])
         return {"ok": True, "kernels": kernels, "own_kernels": self.own_kernels}
 
-    def timed_outputs_payload(self) -> tuple[dict[str, Any], bytes]:
+    def timed_outputs_payload(self, slots: list[int]) -> tuple[dict[str, Any], bytes]:
+        """The last outputs of the call buffers the judge picked (it picks after timing, at random)."""
         items, values = [], []
         count = 0
-        for slot in sorted(self.timed_outputs):
+        for slot in slots:
+            if slot not in self.timed_outputs:
+                continue
             item, returned, args = self.timed_outputs[slot]
             outputs, kind = self._outputs(returned, args)
             if outputs is None:
@@ -360,19 +379,20 @@ class Worker:
         op = header.get("op")
         if op == "load":
             output_args = [int(i) for i in header.get("output_args", [])]
-            return self.load(str(header["solution_path"]), str(header["entry_point"]), header.get("compile_cache"), output_args), b""
+            solution, entry = str(header["solution_path"]), str(header["entry_point"])
+            return self.load(solution, entry, header.get("compile_cache"), output_args, dict(header.get("inputs") or {})), b""
         if op == "call":
-            return self.call(wire.decode_values(payload, self.library))
+            return self.call(dict(header["shape"]), int(header["seed"]))
         if op == "stage":
-            values = wire.decode_values(payload, self.library)
-            return self.stage(values, int(header["count"]), int(header.get("buffers", 3))), b""
+            seeds = [int(seed) for seed in header["seeds"]]
+            return self.stage(dict(header["shape"]), seeds, int(header.get("buffers", 3))), b""
         if op == "warmup":
             return self.warmup(int(header["min_calls"]), float(header["min_seconds"])), b""
         if op == "time":
             reps, flush, sleep = int(header["reps"]), int(header.get("flush_bytes", 0)), int(header.get("sleep_cycles", 0))
             return self.time_samples(reps, flush, sleep), b""
         if op == "timed_outputs":
-            return self.timed_outputs_payload()
+            return self.timed_outputs_payload([int(slot) for slot in header.get("slots", [])])
         if op == "profile":
             return self.profile_call(), b""
         return {"ok": False, "kind": "infra_error", "message": f"unknown op {op!r}"}, b""
