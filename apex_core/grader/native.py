@@ -88,12 +88,25 @@ def build_extension(source: Path, build_dir: Path) -> ModuleType:
         raise CompileError(trim_compiler_output(log, source.name)) from None
 
 
-_GLOBAL_FUNCTION = re.compile(r"__global__\s+(?:__launch_bounds__\([^)]*\)\s+)?[\w:<>,\s*]*?\b(\w+)\s*\(")
+_GLOBAL = re.compile(r"\b__global__\b")
+_ATTRIBUTE = re.compile(r"__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)|__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)")
+_NAME_BEFORE_PARAMETERS = re.compile(r"[\w:<>,\s*&]*?\b(\w+)\s*\(")
 
 
 def kernel_names(source: str) -> list[str]:
-    """Names of the ``__global__`` kernels a HIP/CUDA source defines (what a profiler trace shows)."""
-    return sorted(set(_GLOBAL_FUNCTION.findall(source)))
+    """Names of the ``__global__`` kernels a HIP/CUDA source defines (what a profiler trace shows).
+
+    Launch bounds and attributes may stand before or after the return type
+    (``__global__ void __launch_bounds__(256) k(...)`` is common); they are dropped before the
+    name is read, or an honest kernel would be missed and its solution flagged no_custom_kernel.
+    """
+    names = set()
+    for match in _GLOBAL.finditer(source):
+        declaration = _ATTRIBUTE.sub(" ", source[match.end() : match.end() + 500])
+        found = _NAME_BEFORE_PARAMETERS.match(declaration)
+        if found:
+            names.add(found.group(1))
+    return sorted(names)
 
 
 class CompileError(Exception):

@@ -60,10 +60,23 @@ def test_kernel_names_come_from_global_functions():
         __global__ void rms_norm_kernel(const float* x, float* y) {}
         __global__ __launch_bounds__(256) void rows_kernel(int n) {}
         template <int N> __global__ void tiled(float* a) {}
+        __global__ void __launch_bounds__(kMaxThreads) vec_kernel(uint4* __restrict__ out) {}
+        __global__ void __launch_bounds__(256, (2)) __attribute__((amdgpu_waves_per_eu(1, 2))) waves(int n) {}
         __device__ float helper(float v) { return v; }
         """
     )
-    assert kernel_names(source) == ["rms_norm_kernel", "rows_kernel", "tiled"]
+    assert kernel_names(source) == ["rms_norm_kernel", "rows_kernel", "tiled", "vec_kernel", "waves"]
+
+
+def test_our_hip_solutions_name_every_kernel_they_launch():
+    from apex_core.tasks.reference_solutions import reference_solution_path
+
+    for task_id, launched in (("llama-3-1-8b-instruct__rms_norm_hip", "rms_norm_vec_kernel"),
+                              ("llama-3-1-8b-instruct__silu_and_mul_hip", None)):
+        source = reference_solution_path(get_task(task_id)).read_text()
+        names = kernel_names(source)
+        assert names and "__launch_bounds__" not in names
+        assert launched is None or launched in names
 
 
 def test_a_hip_task_takes_compiled_sources_and_others_take_python(tmp_path):
