@@ -69,10 +69,16 @@ def matmul_rate(dtype: str, device: str = "cuda", size: int = 8192) -> float:
 
 @lru_cache(maxsize=4)
 def measured_rates(device: str = "cuda", dtypes: tuple[str, ...] = ("bfloat16", "float8_e4m3fn")) -> MeasuredRates:
-    rates = {}
-    for dtype in dtypes:
-        try:
-            rates[dtype] = matmul_rate(dtype, device)
-        except (RuntimeError, AttributeError, TypeError):
-            continue  # this device or torch build has no GEMM for this dtype
-    return MeasuredRates(device=device, copy_bandwidth_bytes_per_s=copy_bandwidth(device), matmul_flops_per_s=rates)
+    import torch
+
+    # Events are recorded on the current device's stream: measuring 'cuda:1' from a process whose
+    # current device is 0 timed an empty stream (120 TB/s "copies" on an H200, 2026-11-30).
+    with torch.cuda.device(torch.device(device)):
+        rates = {}
+        for dtype in dtypes:
+            try:
+                rates[dtype] = matmul_rate(dtype, device)
+            except (RuntimeError, AttributeError, TypeError):
+                continue  # this device or torch build has no GEMM for this dtype
+        copy = copy_bandwidth(device)
+    return MeasuredRates(device=device, copy_bandwidth_bytes_per_s=copy, matmul_flops_per_s=rates)

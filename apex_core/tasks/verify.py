@@ -79,7 +79,7 @@ def shape_figures(task: Task, result: GradeResult, spec: GpuSpec | None, rates: 
             speedup_ci95=timing.speedup_ci95,
             floor_us=timing.roofline_floor_ns / 1e3 if timing.roofline_floor_ns else None,
         )
-        if spec is not None:
+        if spec is not None and task.needs_gpu:  # a CPU task's speed says nothing about the GPU's roofline
             memory_time = model.bytes_moved / spec.peak_bandwidth_bytes_per_s
             compute_time = model.flops / spec.peak_flops(task.dtype)
             entry.bound = "memory" if memory_time >= compute_time else "compute"
