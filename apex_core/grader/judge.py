@@ -312,7 +312,7 @@ class _Run:
             self.progress(0.1 + 0.4 * index / len(cases), f"checking correctness, case {index + 1} of {len(cases)}")
             for k in range(self.options.seeds_per_shape):
                 seed = _case_seed(self.options.public_seed, self.secret_seed, index, k)
-                outcome, comparison = self._check_case(worker, shape, seed)
+                outcome, comparison = self._check_case(worker, shape, seed, self.task.strided_args if hidden else ())
                 self.checks.append(
                     ShapeCheck(
                         shape={} if hidden else shape,  # hidden shapes stay hidden from the agent
@@ -354,11 +354,15 @@ class _Run:
         """
         return as_output_list(self.reference(*args))
 
-    def _check_case(self, worker: WorkerProcess, shape: Shape, seed: int) -> tuple[Outcome | None, Comparison]:
+    def _check_case(
+        self, worker: WorkerProcess, shape: Shape, seed: int, strided: tuple[int, ...] = ()
+    ) -> tuple[Outcome | None, Comparison]:
+        """One call at ``shape`` on the inputs of ``seed``; ``strided``: arguments the worker passes
+        as row-strided views (same values, so the reference is computed on contiguous ones)."""
         library = self.task.array_library
         expected = self.expected(self.inputs(shape, seed))
         self._check_signal(expected, shape)
-        reply, payload = worker.request({"op": "call", "shape": shape, "seed": seed})
+        reply, payload = worker.request({"op": "call", "shape": shape, "seed": seed, "strided": list(strided)})
         if not reply.get("ok"):
             return Outcome.runtime_error, Comparison(passed=False, message=str(reply.get("message", "the call raised")))
         if reply.get("output_type") != "exact":

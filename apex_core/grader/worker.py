@@ -236,21 +236,21 @@ class Worker:
         self.own_kernels = native.kernel_names(source.read_text(errors="replace"))
         return {"ok": True, "own_kernels": self.own_kernels}
 
-    def draw(self, shape: dict[str, int], seed: int) -> list[Any]:
+    def draw(self, shape: dict[str, int], seed: int, strided: tuple[int, ...] = ()) -> list[Any]:
         """The input set the judge draws for ``seed``: same generator, same kind of device."""
         from apex_core.kernels import seeded
         from apex_core.tasks.schema import load_reference
 
         make = load_reference(str(self.inputs["ref"]))
-        return seeded.draw(make, shape, str(self.inputs["dtype"]), seed, self.device, dict(self.inputs["params"]))
+        return seeded.draw(make, shape, str(self.inputs["dtype"]), seed, self.device, dict(self.inputs["params"]), strided)
 
-    def call(self, shape: dict[str, int], seed: int) -> tuple[dict[str, Any], bytes]:
+    def call(self, shape: dict[str, int], seed: int, strided: tuple[int, ...] = ()) -> tuple[dict[str, Any], bytes]:
         """One checked call on the inputs of ``seed``; replies with the outputs and whether the
         arguments that are not declared outputs came back bit-identical."""
         from apex_core.grader.compare import inputs_unchanged
 
         assert self.function is not None
-        args = self.draw(shape, seed)
+        args = self.draw(shape, seed, strided)
         pristine = [_fresh_copy(a) for a in args]
         try:
             output = self.function(*args)
@@ -382,7 +382,8 @@ class Worker:
             solution, entry = str(header["solution_path"]), str(header["entry_point"])
             return self.load(solution, entry, header.get("compile_cache"), output_args, dict(header.get("inputs") or {})), b""
         if op == "call":
-            return self.call(dict(header["shape"]), int(header["seed"]))
+            strided = tuple(int(i) for i in header.get("strided", []))
+            return self.call(dict(header["shape"]), int(header["seed"]), strided)
         if op == "stage":
             seeds = [int(seed) for seed in header["seeds"]]
             return self.stage(dict(header["shape"]), seeds, int(header.get("buffers", 3))), b""

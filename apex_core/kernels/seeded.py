@@ -37,8 +37,27 @@ def drawing_on(device: str) -> Iterator[None]:
         yield
 
 
+ROW_PADDING = 64
+"""Elements between the end of one row of a row-strided input and the start of the next (128
+bytes in bf16: the rows stay 16-byte aligned, as slices of a fused projection are)."""
+
+
+def row_strided(value: Any) -> Any:
+    """The same values as ``value``, as a view whose rows are ROW_PADDING elements further apart."""
+    if not hasattr(value, "stride") or value.dim() < 2:
+        return value
+    import torch
+
+    padded = torch.empty((*value.shape[:-1], value.shape[-1] + ROW_PADDING), dtype=value.dtype, device=value.device)
+    padded[..., value.shape[-1] :].zero_()
+    view = padded[..., : value.shape[-1]]
+    view.copy_(value)
+    return view
+
+
 def draw(make_inputs: Callable[..., Any], shape: dict[str, int], dtype: str, seed: int, device: str,
-         params: dict[str, Any]) -> list[Any]:
-    """One input set of a task, drawn on ``device``."""
+         params: dict[str, Any], strided: tuple[int, ...] = ()) -> list[Any]:
+    """One input set of a task, drawn on ``device``; the arguments in ``strided`` as row-strided views."""
     with drawing_on(device):
-        return list(make_inputs(shape, dtype, seed, device, params))
+        values = list(make_inputs(shape, dtype, seed, device, params))
+        return [row_strided(v) if i in strided else v for i, v in enumerate(values)]

@@ -89,6 +89,17 @@ def _other_tolerances(task: Task) -> str:
     return (" Each output uses the tolerance of its own dtype (" + "; ".join(others) + "; integer outputs must match exactly).") if others else ""
 
 
+def _strided_note(task: Task) -> str:
+    """Hidden shapes pass some arguments as row-strided views: say which, so a kernel can honour it."""
+    if not task.strided_args:
+        return ""
+    inside = task.signature[task.signature.find("(") + 1 : task.signature.rfind(")")]
+    names = [part.split(":")[0].strip() for part in inside.split(",")]
+    named = ", ".join(names[i] if i < len(names) else f"argument {i + 1}" for i in task.strided_args)
+    return (f" At hidden shapes {named} may be row-strided views: the last dimension is contiguous, but rows "
+            "are further apart than their length; use the tensor's strides, do not assume adjacent rows.")
+
+
 def task_prompt(
     task: Task,
     target: HardwareTarget,
@@ -113,7 +124,7 @@ def task_prompt(
         f"dtype {task.dtype}; an output passes when |out - ref| <= {tol.atol:g} + {tol.rtol:g}*|ref| everywhere "
         f"and NaN/Inf match the reference.{_other_tolerances(task)}\n"
         f"Test shapes: {', '.join(_shape_text(s) for s in task.test_shapes)}.\n"
-        f"The grader also checks {len(task.hidden_shapes)} hidden shapes (odd sizes) with fresh random inputs.\n"
+        f"The grader also checks {len(task.hidden_shapes)} hidden shapes (odd sizes) with fresh random inputs.{_strided_note(task)}\n"
         f"Timed shapes: {', '.join(_shape_text(s) for s in task.timed_shapes)}; parameters: "
         + ", ".join(f"{k}={v}" for k, v in task.params.items()),
         _roofline_section(task, target),

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from apex_core.kernels import interpreter_fixes
+from apex_core.kernels import interpreter_fixes, seeded
 from apex_core.grader.compare import Comparison, as_output_list, compare_all, inputs_unchanged
 from apex_core.tasks.schema import Shape, Task, load_reference
 
@@ -44,11 +44,12 @@ def _copy(value: Any) -> Any:
     return value.clone() if hasattr(value, "clone") else value
 
 
-def check_call(task: Task, function: Any, shape: Shape, seed: int, device: str = "cpu") -> Comparison:
-    """One call of ``function`` at ``shape`` against the reference, under the grader's rules."""
+def check_call(task: Task, function: Any, shape: Shape, seed: int, device: str = "cpu", strided: bool = False) -> Comparison:
+    """One call of ``function`` at ``shape`` against the reference, under the grader's rules
+    (``strided``: the task's strided_args as row-strided views, as hidden shapes pass them)."""
     make_inputs = load_reference(task.inputs)
     reference = load_reference(task.reference)
-    args = list(make_inputs(shape, task.dtype, seed, device, task.params))
+    args = seeded.draw(make_inputs, shape, task.dtype, seed, device, task.params, task.strided_args if strided else ())
     expected = [v.detach().cpu() if hasattr(v, "detach") else v for v in as_output_list(reference(*[_copy(a) for a in args]))]
     before = [_copy(a).cpu() if hasattr(a, "cpu") else a for a in args]
     returned = function(*args)
@@ -70,8 +71,10 @@ def check_source(task: Task, source: Path, shapes: list[Shape] | None = None, se
     function = load_entry_point(task, source)
     verdicts = []
     for index, shape in enumerate(shapes if shapes is not None else task.cpu_shapes):
-        comparison = check_call(task, function, shape, seed + index)
-        verdicts.append(
-            ShapeVerdict(shape=shape, passed=comparison.passed, max_abs_error=comparison.max_abs_error, message=comparison.message)
-        )
+        for strided in (False, True) if task.strided_args else (False,):
+            comparison = check_call(task, function, shape, seed + index, strided=strided)
+            message = f"row-strided inputs: {comparison.message}" if strided and comparison.message else comparison.message
+            verdicts.append(
+                ShapeVerdict(shape=shape, passed=comparison.passed, max_abs_error=comparison.max_abs_error, message=message)
+            )
     return verdicts

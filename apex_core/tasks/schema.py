@@ -79,6 +79,10 @@ class Task(BaseModel):
     array or a tuple of arrays. Non-empty: the call returns None, its outputs are these arguments
     after the call, the reference returns their expected values in this order, and every other
     argument must stay unchanged."""
+    strided_args: tuple[int, ...] = ()
+    """Arguments that hidden shapes pass as row-strided views: the last dimension contiguous, rows
+    further apart than their length, as a slice of a fused projection arrives in an inference
+    stack. A kernel that assumes adjacent rows reads the wrong values and fails."""
     cpu_shapes: list[Shape] = Field(default_factory=list)
     """Small shapes at which CI checks Triton code under the CPU interpreter (TRITON_INTERPRET=1)."""
     timing_input_sets: int = Field(default=DEFAULT_INPUT_SETS, ge=2, le=64)
@@ -121,6 +125,10 @@ class Task(BaseModel):
         dims = set(self.test_shapes[0])
         if len(set(self.output_args)) != len(self.output_args) or any(i < 0 for i in self.output_args):
             raise ValueError(f"output_args {list(self.output_args)} must be distinct argument positions")
+        if len(set(self.strided_args)) != len(self.strided_args) or any(i < 0 for i in self.strided_args):
+            raise ValueError(f"strided_args {list(self.strided_args)} must be distinct argument positions")
+        if set(self.strided_args) & set(self.output_args):
+            raise ValueError("strided_args cannot name in-place outputs: the call writes those where they are")
         for name in ("test_shapes", "hidden_shapes", "benchmark_shapes", "cpu_shapes"):
             for i, shape in enumerate(getattr(self, name)):
                 if set(shape) != dims:

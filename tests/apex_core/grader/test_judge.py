@@ -147,6 +147,17 @@ def test_the_triton_baseline_is_graded_correct_in_the_cpu_interpreter_without_ti
     assert result.score.total == 120
 
 
+def test_a_kernel_that_assumes_adjacent_rows_fails_at_a_hidden_shape_where_rows_are_strided():
+    task = get_task("llama-3-1-8b-instruct__rms_norm")
+    small = task.model_copy(
+        update={"test_shapes": [{"tokens": 2, "hidden": 4096}], "hidden_shapes": [{"tokens": 3, "hidden": 4096}]}
+    )
+    solution = Path(__file__).resolve().parents[1] / "solutions" / "adjacent_rows_rms_norm.py"
+    result = grade(small, solution, GradeOptions(device="cpu", timeout_s=120))
+    assert result.outcome is Outcome.wrong_answer and result.reason.startswith("hidden shape")
+    assert [c.passed for c in result.checks if not c.hidden] == [True, True]
+
+
 def test_a_task_whose_reference_is_tolerance_sized_is_the_tasks_fault(task):
     from apex_core.tasks.schema import Tolerance
 

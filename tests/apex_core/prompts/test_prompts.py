@@ -113,3 +113,9 @@ def test_a_task_with_outputs_of_several_dtypes_states_each_tolerance():
 
     text = task_prompt(get_task("llama-3-1-8b-instruct__per_token_quant_fp8"), resolve_target("gfx950"))
     assert "float8_e4m3fn outputs: atol 0.002, rtol 0.125" in text and "integer outputs must match exactly" in text
+
+
+def test_a_task_with_row_strided_hidden_inputs_says_which_arguments_and_what_to_do(target):
+    text = task_prompt(get_task("llama-3-1-8b-instruct__fused_add_rms_norm"), target)
+    assert "At hidden shapes x, residual may be row-strided views" in text and "use the tensor's strides" in text
+    assert "row-strided" not in task_prompt(get_task("llama-3-1-8b-instruct__gemm_bf16"), target)

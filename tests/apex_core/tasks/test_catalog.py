@@ -102,3 +102,9 @@ def test_the_suite_has_at_least_forty_tasks_across_the_four_models():
     real = [t for t in all_tasks().values() if not t.architecture.synthetic]
     assert len(real) >= 40
     assert {t.model for t in real} == {"llama-3-1-8b-instruct", "qwen3-5-27b", "gpt-oss-20b", "deepseek-r1"}
+
+
+def test_an_in_place_output_cannot_also_be_a_row_strided_input():
+    task = get_task("llama-3-1-8b-instruct__reshape_and_cache")
+    with pytest.raises(ValueError, match="strided_args cannot name in-place outputs"):
+        type(task).model_validate({**task.model_dump(), "strided_args": [task.output_args[0]]})

@@ -59,4 +59,15 @@ def test_baseline_and_reference_solution_are_correct_under_the_interpreter(task_
     report = _run_check(task_id, *paths)
     failures = {label: [v for v in verdicts if not v["passed"]] for label, verdicts in report.items()}
     assert failures == {label: [] for label in report}, failures
-    assert all(len(v) == len(task.cpu_shapes) for v in report.values())
+    runs_per_shape = 2 if task.strided_args else 1  # plain inputs, then row-strided ones
+    assert all(len(v) == runs_per_shape * len(task.cpu_shapes) for v in report.values())
+
+
+ADJACENT_ROWS_RMS_NORM = REPO_ROOT / "tests" / "apex_core" / "solutions" / "adjacent_rows_rms_norm.py"
+
+
+def test_a_kernel_that_assumes_adjacent_rows_fails_the_row_strided_inputs_only():
+    report = _run_check("llama-3-1-8b-instruct__rms_norm", ADJACENT_ROWS_RMS_NORM)["baseline"]
+    plain, strided = report[0::2], report[1::2]
+    assert all(v["passed"] for v in plain)
+    assert not any(v["passed"] for v in strided) and "row-strided inputs" in strided[0]["message"]
