@@ -69,7 +69,9 @@ class Task(BaseModel):
     dtype: str
     difficulty: int = Field(ge=1, le=3)
     correctness_mode: CorrectnessMode
-    params: dict[str, float | int | str] = Field(default_factory=dict)
+    params: dict[str, bool | int | float | str] = Field(default_factory=dict)
+    """Task parameters from the model registry; booleans stay booleans (a flag rendered as 1.0 in a
+    prompt reads as a number)."""
     tolerances: dict[str, Tolerance]
     test_shapes: list[Shape] = Field(min_length=1)
     hidden_shapes: list[Shape] = Field(default_factory=list)

@@ -108,3 +108,8 @@ def test_an_in_place_output_cannot_also_be_a_row_strided_input():
     task = get_task("llama-3-1-8b-instruct__reshape_and_cache")
     with pytest.raises(ValueError, match="strided_args cannot name in-place outputs"):
         type(task).model_validate({**task.model_dump(), "strided_args": [task.output_args[0]]})
+
+
+def test_a_boolean_parameter_from_the_registry_stays_a_boolean():
+    params = get_task("qwen3-5-27b__rms_norm").params
+    assert params["zero_centered"] is True and isinstance(params["eps"], float)
