@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -17,6 +18,10 @@ from rich.console import Console
 from apex_core.cli import render
 from apex_core.cli.mcp import app as mcp_app
 from apex_core.errors import ApexUserError
+
+if TYPE_CHECKING:  # for annotations only
+    from apex_core.hardware.measured import MeasuredRates
+    from apex_core.tasks.verify import TaskVerification
 
 app = typer.Typer(
     name="apex",
@@ -114,18 +119,41 @@ def tasks_verify(
     jsonl: Annotated[Optional[Path], typer.Option(help="Also append each task's verdict to this file as it finishes.")] = None,
     timing: Annotated[bool, typer.Option("--timing/--no-timing", help="Time the reference solution (GPU only); "
                                          "--no-timing checks correctness only and also fills the compile caches.")] = True,
+    gpus: Annotated[int, typer.Option(help="Spread the tasks over this many GPUs, one process each (0: all visible).")] = 1,
+    resume: Annotated[bool, typer.Option(help="Skip the tasks that already have a verdict in the --jsonl file.")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Baseline correct, reference solution correct and faster, signal and roofline sane (GPU: timed)."""
     from apex_core.grader.judge import GradeOptions
     from apex_core.tasks import all_tasks, get_task
     from apex_core.tasks.verify import verify_task
+    from apex_core.tasks.verify_runs import append_verdict, read_verdicts, verify_on_devices
 
     if bool(task_ids) == every:
         raise ApexUserError("give exactly one of --task ID or --all")
+    if resume and jsonl is None:
+        raise ApexUserError("--resume reads the verdicts of an earlier run: give the same --jsonl FILE")
     tasks = sorted(all_tasks().values(), key=lambda t: t.id) if every else [get_task(t) for t in task_ids or []]
     if shard is not None:
         tasks = tasks[_shard_slice(shard, len(tasks))]
+    if resume and jsonl is not None:
+        done = read_verdicts(jsonl)
+        for task in (t for t in tasks if t.id in done):
+            progress_console.print(f"{task.id}: verdict already in {jsonl}, skipped")
+        tasks = [t for t in tasks if t.id not in done]
+    if gpus != 1:
+        devices = _all_gpus(gpus, device)
+        sink = jsonl or Path(tempfile.mkstemp(prefix="apex-verify-", suffix=".jsonl")[1])
+        found = verify_on_devices(tasks, devices, sink, timing)
+        results = [found[t.id] for t in tasks if t.id in found]
+        missing = [t.id for t in tasks if t.id not in found]
+        if missing:
+            progress_console.print(f"no verdict for {', '.join(missing)} (a verifying process ended early)")
+        # No rates measured here: the children are timing on these GPUs (each verdict has its fractions).
+        _report_verification(results, None, as_json, timed=timing)
+        if missing or any(not r.passed for r in results):
+            raise typer.Exit(1)
+        return
     device_name = _device_name(device)
     on_gpu, spec, rates = _gpu_context(device_name or "cuda")
     options = GradeOptions(warm_pool=True, device=device_name, timing=timing)
@@ -138,17 +166,33 @@ def tasks_verify(
         task_options = options if task.needs_gpu else options.model_copy(update={"device": None})
         result = verify_task(task, on_gpu, spec, rates, task_options, progress=lambda m: progress_console.print(m, style="dim"))
         if jsonl is not None:
-            with jsonl.open("a", encoding="utf-8") as sink:
-                sink.write(result.model_dump_json() + "\n")
+            append_verdict(jsonl, result)
         speed = f", {result.speedup:.3f}x" if result.speedup else ""
         progress_console.print(f"{task.id}: {'verified' if result.passed else 'FAILED: ' + '; '.join(result.problems)}{speed}")
         results.append(result)
-    if as_json:
-        _print_json({"timed": on_gpu, "measured": rates.model_dump() if rates else None, "tasks": [r.model_dump() for r in results]})
-    else:
-        render.verification(console, results, rates)
+    _report_verification(results, rates, as_json, timed=on_gpu)
     if any(not r.passed for r in results):
         raise typer.Exit(1)
+
+
+def _report_verification(results: list[TaskVerification], rates: MeasuredRates | None, as_json: bool, timed: bool) -> None:
+    if as_json:
+        _print_json({"timed": timed, "measured": rates.model_dump() if rates else None, "tasks": [r.model_dump() for r in results]})
+    else:
+        render.verification(console, results, rates)
+
+
+def _all_gpus(count: int, device: str | None) -> list[str]:
+    """The devices of a spread verification: GPUs 0..count-1 (count 0: every visible GPU)."""
+    import torch
+
+    if device is not None:
+        raise ApexUserError("give either --device N (one GPU) or --gpus N (several), not both")
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count < 0 or visible == 0 or count > visible:
+        seen = f"{visible} GPU(s) are visible" if visible else "no GPU is visible"
+        raise ApexUserError(f"--gpus {count}: {seen}; use --gpus 0 for all of them, or leave --gpus out")
+    return [f"cuda:{i}" for i in range(count or visible)]
 
 
 def _shard_slice(shard: str, count: int) -> slice:
