@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 import apex_core
 from apex_core.errors import ApexUserError, SolutionFileError
-from apex_core.grader import fingerprint, integrity, native, prescan, stats, trace_checks, wire
+from apex_core.grader import fingerprint, integrity, native, prescan, stats, trace_checks, wall_clock, wire
 from apex_core.kernels import seeded
 from apex_core.grader.fingerprint import Clocks
 from apex_core.grader.compare import Comparison, as_float64, as_output_list, compare_all, dtype_name
@@ -46,6 +46,8 @@ CALL_BUFFERS = 3
 """Timed calls rotate over at least this many input buffers, refilled from the pool before every call."""
 STAGED_BYTES = 256 * 1024**2
 """Input bytes per timed shape beyond which fewer distinct input sets are drawn (at least 2)."""
+WALL_CHECK_CALLS = 10
+"""Calls per timed shape whose events are checked against the host's wall clock."""
 CHECKED_BUFFERS = 3
 """Call buffers whose last timed output is checked, picked at random after the timing."""
 SMALL_CALL_BUFFERS = 8
@@ -432,6 +434,9 @@ class _Run:
             reps = int(min(MAX_REPS_PER_REQUEST, max(5, 0.05e9 / max(slowest, 1.0))))
         with self.phase("timing.outputs"):
             self._check_timed_outputs(candidate, shape, seeds, buffers)
+        if on_gpu:
+            with self.phase("timing.wall_clock"):
+                self._check_wall_clock(candidate, shape)
         if index == 0 and on_gpu:
             with self.phase("trace"):
                 self._check_trace(baseline, candidate)
@@ -480,6 +485,15 @@ class _Run:
                     Outcome.wrong_answer,
                     f"the output of a timed call at shape {shape} is wrong (stale or cached?): {comparison.message}",
                 )
+
+    def _check_wall_clock(self, candidate: WorkerProcess, shape: Shape) -> None:
+        """The host's wall clock must not see device work that the timer's events missed."""
+        reply, _ = candidate.request({"op": "wall_check", "calls": WALL_CHECK_CALLS})
+        self._require_ok(reply, "solution")
+        reason = wall_clock.unseen_work_reason([int(v) for v in reply.get("event_ns", [])], [int(v) for v in reply.get("tail_ns", [])])
+        if reason:
+            self.flags.append(f"unseen_device_work: {reason}")
+            raise _Failed(Outcome.tampering, f"at shape {shape}: {reason}")
 
     def _check_trace(self, baseline: WorkerProcess, candidate: WorkerProcess) -> None:
         """Profile one call: the work must stay on the timed stream and be the solution's own.

@@ -336,6 +336,30 @@ class Worker:
             return {"ok": False, "kind": "runtime_error", "message": describe_exception(exc, self.solution_path)}
         return {"ok": True, "samples_ns": samples, "python_threads": threading.active_count()}
 
+    def wall_check(self, calls: int) -> dict[str, Any]:
+        """Per call: the events' time, and the host's wait from the call's return to the end of a
+        device-wide synchronization (see ``wall_clock``)."""
+        assert self.function is not None
+        timers = self.timers
+        if timers is None:
+            return {"ok": True, "event_ns": [], "tail_ns": []}
+        event_ns: list[int] = []
+        tail_ns: list[int] = []
+        try:
+            for i in range(calls):
+                args = self._refill(i % len(self.buffers))
+                timers.synchronize()
+                timers.record(timers.start)
+                self.function(*args)
+                timers.record(timers.end)
+                returned = _perf_counter_ns()
+                timers.synchronize()
+                tail_ns.append(_perf_counter_ns() - returned)
+                event_ns.append(round(timers.elapsed(timers.start, timers.end) * 1e6))
+        except BaseException as exc:
+            return {"ok": False, "kind": "runtime_error", "message": describe_exception(exc, self.solution_path)}
+        return {"ok": True, "event_ns": event_ns, "tail_ns": tail_ns}
+
     def profile_call(self) -> dict[str, Any]:
         """The device kernels one call launches, with their device time, from PyTorch's profiler."""
         assert self.function is not None and self.torch is not None
@@ -396,6 +420,8 @@ class Worker:
             return self.timed_outputs_payload([int(slot) for slot in header.get("slots", [])])
         if op == "profile":
             return self.profile_call(), b""
+        if op == "wall_check":
+            return self.wall_check(int(header.get("calls", 10))), b""
         return {"ok": False, "kind": "infra_error", "message": f"unknown op {op!r}"}, b""
 
     def serve(self, read_fd: int, write_fd: int) -> None:
