@@ -529,15 +529,15 @@ class _Run:
 
     def time_with_magpie(self) -> None:
         """Let an installed Magpie time baseline and solution; floors and ceilings stay ours."""
-        from apex_core.grader import magpie_backend
+        from apex_core.grader import magpie
 
         scratch = Path(tempfile.mkdtemp(prefix="apex-magpie-"))
         try:
-            timing = magpie_backend.run_magpie_timing(
+            timing = magpie.run_magpie_timing(
                 self.task, self.task.baseline_path, self.solution, self.task.timed_shapes, self.options.timeout_s, scratch,
                 seed=secrets.randbits(31),
             )
-        except magpie_backend.MagpieError as error:
+        except magpie.MagpieError as error:
             raise _Failed(Outcome(error.outcome), f"Magpie: {error}") from None
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -668,10 +668,10 @@ def result_without_solution(task: Task, solution: Path, reason: str) -> GradeRes
 
 def _require_magpie(task: Task) -> None:
     """A Magpie grading that cannot happen is the user's mistake: say so before anything runs."""
-    from apex_core.grader import magpie_backend
+    from apex_core.grader import magpie
 
-    magpie_backend.require_magpie_root()
-    reason = magpie_backend.magpie_supports(task)
+    magpie.require_magpie_root()
+    reason = magpie.magpie_supports(task)
     if reason:
         raise ApexUserError(f"--backend magpie cannot grade {task.id}: {reason}; use --backend apex")
 

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from apex_core.errors import ApexUserError
-from apex_core.grader import magpie_backend as mb
-from apex_core.grader.magpie_backend import MagpieError, MagpieLatency
+from apex_core.grader import magpie as mb
+from apex_core.grader.magpie import MagpieError, MagpieLatency
 from apex_core.tasks import get_task
 
 RECORDED = Path(__file__).resolve().parent / "recorded" / "magpie"
@@ -385,7 +385,7 @@ def test_a_report_must_be_one_regular_file_in_one_compare_workspace(tmp_path):
 
 
 def test_an_oversized_report_is_refused_without_being_read(tmp_path, monkeypatch):
-    monkeypatch.setattr(mb, "MAX_REPORT_BYTES", 1000)
+    monkeypatch.setattr(mb.run, "MAX_REPORT_BYTES", 1000)
     path = tmp_path / "compare_report.json"
     path.write_text(" " * 2000)
     with pytest.raises(MagpieError, match="above the 1000 allowed"):
