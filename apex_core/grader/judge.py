@@ -50,6 +50,8 @@ WALL_CHECK_CALLS = 10
 """Calls per timed shape whose events are checked against the host's wall clock."""
 CHECKED_BUFFERS = 3
 """Call buffers whose last timed output is checked, picked at random after the timing."""
+CHECKED_BYTES = 1024**3
+"""Bytes of a shape's traffic (roofline) up to which all CHECKED_BUFFERS are checked; beyond it fewer."""
 SMALL_CALL_BUFFERS = 8
 SMALL_INPUT_BYTES = 32 * 1024**2
 """Inputs up to this size get SMALL_CALL_BUFFERS buffers: more allocations averaged over, so where
@@ -468,7 +470,9 @@ class _Run:
         """The last output of call buffers picked now, at random, must match the reference of the
         values they held: a solution that returns stale or cached outputs cannot know which."""
         library = self.task.array_library
-        slots = sorted(secrets.SystemRandom().sample(range(buffers), min(buffers, CHECKED_BUFFERS)))
+        # Outputs cross a pipe: at a gigabyte per output set (an 8192 x 34816 GEMM), one buffer.
+        checked = min(buffers, CHECKED_BUFFERS, max(1, CHECKED_BYTES // max(self.input_bytes(shape), 1)))
+        slots = sorted(secrets.SystemRandom().sample(range(buffers), checked))
         reply, payload = candidate.request({"op": "timed_outputs", "slots": slots})
         if reply.get("output_type") != "exact":
             raise _Failed(Outcome.wrong_answer, f"a timed call at shape {shape} returned {reply.get('output_type')}")

@@ -122,6 +122,8 @@ class Worker:
         self.function: Callable[..., Any] | None = None
         self.own_kernels: list[str] = []
         self.cpu: int | None = None
+        self.free_cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+        """The cores the worker started on (those no timing uses): where it compiles."""
         self.pool: list[list[Any]] = []
         self.buffers: list[list[Any]] = []
         self.buffer_item: list[int] = []
@@ -192,10 +194,6 @@ class Worker:
         self.solution_path, self.entry_point = solution_path, entry_point
         self.output_args = list(output_args)
         self.inputs = dict(inputs)
-        if self.cpu is not None and hasattr(os, "sched_setaffinity"):
-            # Pinned only now, not while idle in the pool: baseline and candidate share one core so
-            # that neither is timed on a faster one.
-            os.sched_setaffinity(0, {int(self.cpu)})
         if compile_cache:
             os.environ["TRITON_CACHE_DIR"] = compile_cache
         if Path(solution_path).suffix in native.COMPILED_SUFFIXES:
@@ -275,12 +273,28 @@ class Worker:
     # which the judge catches when it checks the outputs of the timed calls.
 
     def stage(self, shape: dict[str, int], seeds: list[int], buffers: int) -> dict[str, Any]:
+        """Draw the input sets of a timed shape, compile for it, then pin this process to its core.
+
+        Until now the worker ran on the cores no timing uses (all of them for compiling); the first
+        call at this shape compiles whatever it needs there. Only then is it pinned: baseline and
+        candidate share one timing core, so that neither is timed on a faster one.
+        """
+        if self.free_cpus and hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, self.free_cpus)  # a long-lived baseline worker was pinned at its last shape
         count = len(seeds)
         self.pool = [self.draw(shape, seed) for seed in seeds]
         self.buffers = [[_fresh_copy(v) for v in self.pool[i % count]] for i in range(buffers)]
         self.buffer_item = [i % count for i in range(buffers)]
         self.next_item = buffers
         self.timed_outputs: dict[int, tuple[int, Any, list[Any]]] = {}
+        assert self.function is not None
+        try:
+            self.function(*self.pool[0])
+            self._synchronize()
+        except BaseException as exc:
+            return {"ok": False, "kind": "runtime_error", "message": describe_exception(exc, self.solution_path)}
+        if self.cpu is not None and hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, {int(self.cpu)})
         return {"ok": True}
 
     def _refill(self, slot: int) -> list[Any]:

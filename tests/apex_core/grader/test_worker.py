@@ -1,0 +1,60 @@
+"""A worker compiles on the free cores and is pinned to its timing core only for timing."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+_SOLUTION = textwrap.dedent(
+    """
+    import os
+    import numpy as np
+    SEEN = []
+
+    def rms_norm(x, weight, eps):
+        SEEN.append(sorted(os.sched_getaffinity(0)))
+        x64 = x.astype(np.float64)
+        return (x64 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + eps) * weight).astype(x.dtype)
+    """
+)
+
+_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys
+    from apex_core.grader.worker import Worker
+    from apex_core.tasks import get_task
+    task = get_task("cpu-mini__rms_norm")
+    worker = Worker("numpy", "cpu")
+    worker.cpu = int(sys.argv[2])
+    inputs = {"ref": task.inputs, "dtype": task.dtype, "params": task.params}
+    assert worker.load(sys.argv[1], task.entry_point, None, [], inputs)["ok"]
+    shape = task.benchmark_shapes[0]
+    before = sorted(os.sched_getaffinity(0))
+    assert worker.stage(shape, [1, 2], 3)["ok"]
+    staged = sorted(os.sched_getaffinity(0))
+    assert worker.time_samples(4, 0, 0)["ok"]
+    seen = sys.modules["apex_solution"].SEEN
+    print(json.dumps({"before": before, "staged": staged, "prime": seen[0], "timed": seen[1:]}))
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores")
+def test_the_first_call_at_a_shape_runs_on_the_free_cores_and_timed_calls_on_the_timing_core(tmp_path):
+    solution = tmp_path / "solution.py"
+    solution.write_text(_SOLUTION)
+    cores = sorted(os.sched_getaffinity(0))
+    timing_core = cores[-1]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run([sys.executable, "-c", _SCRIPT, str(solution), str(timing_core)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout)
+    assert seen["before"] == cores and seen["prime"] == cores
+    assert seen["staged"] == [timing_core] and all(calls == [timing_core] for calls in seen["timed"])
