@@ -144,14 +144,15 @@ def inputs_unchanged(before: list[Any], after: list[Any], skip: tuple[int, ...] 
 
             if not (isinstance(new, torch.Tensor) and old.shape == new.shape and old.dtype == new.dtype):
                 return False
-            if not torch.equal(_raw_bytes(old), _raw_bytes(new)):
+            if not torch.equal(_raw_bytes(old), _raw_bytes(new.to(old.device))):
                 return False
     return True
 
 
 def _raw_bytes(tensor: Any) -> Any:
-    """The tensor's bits as uint8, so NaNs compare equal to themselves."""
+    """The tensor's bits as uint8, so NaNs compare equal to themselves; on its own device (a
+    worker compares gigabyte inputs where they are, without copying them to the host)."""
     import torch
 
-    flat = tensor.detach().cpu().contiguous()
+    flat = tensor.detach().contiguous()
     return flat if flat.dtype == torch.bool else flat.view(torch.uint8)

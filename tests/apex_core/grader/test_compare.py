@@ -55,3 +55,17 @@ def test_torch_tensors_are_compared_by_the_same_rules_as_numpy_arrays():
         got = compare_outputs(torch.from_numpy(out), torch.from_numpy(ref), TOL)
         assert (got.passed, got.max_error_index, got.message) == (expected.passed, expected.max_error_index, expected.message)
         assert got.max_abs_error == expected.max_abs_error
+
+
+def test_torch_inputs_compare_bit_for_bit_with_nans_and_row_strided_views():
+    import torch
+
+    from apex_core.kernels.seeded import row_strided
+
+    x = torch.randn(4, 8, dtype=torch.bfloat16)
+    x[1, 2] = float("nan")
+    strided = row_strided(x)
+    assert strided.stride(0) > strided.shape[1]
+    assert inputs_unchanged([x.clone()], [strided])
+    strided[0, 0] += 1
+    assert not inputs_unchanged([x.clone()], [strided])
