@@ -56,3 +56,13 @@ def test_cheats_get_their_verdict_and_no_credit(task, name, outcome, tmp_path):
     result = grade(task, solutions.write_solution(name, tmp_path), OPTIONS)
     assert result.outcome is outcome, (result.outcome, result.reason)
     assert result.speedup is None or result.speedup <= 1.0
+
+
+def test_work_left_on_a_side_stream_is_caught_by_the_wall_clock_before_any_trace(task, tmp_path):
+    # At a large shape the 20 hidden launches take hundreds of microseconds after the end event;
+    # the wall-clock check runs before the profiler's stream check, so it is the one that fires.
+    large = task.model_copy(update={"benchmark_shapes": [{"tokens": 8192, "hidden": 4096}]})
+    result = grade(large, solutions.write_solution("side_stream", tmp_path), OPTIONS)
+    assert result.outcome is Outcome.tampering, (result.outcome, result.reason)
+    assert _flags(result, "unseen_device_work"), result.flags
+    assert result.speedup is None or result.speedup <= 1.0
