@@ -23,7 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-BANDWIDTH_BAR = 0.8
+from apex_core.hardware.measured import MeasuredRates  # noqa: E402
+from apex_core.tasks import get_task  # noqa: E402
+from apex_core.tasks.verify import BANDWIDTH_BAR, measured_rate  # noqa: E402
 
 
 def read_report(path: Path) -> dict:
@@ -42,21 +44,17 @@ def latest_verdicts(reports: list[dict]) -> list[dict]:
     return sorted(by_task.values(), key=lambda t: t["task_id"])
 
 
-def fraction(task_id: str, shape: dict, rates: dict[str, float] | None) -> float | None:
+def fraction(task_id: str, shape: dict, rates: MeasuredRates | None) -> float | None:
     """The shape's fraction of the measured rate: recomputed from ``rates`` when given."""
-    from apex_core.tasks import get_task
-
-    if not get_task(task_id).needs_gpu:
+    task = get_task(task_id)
+    if not task.needs_gpu:
         return None  # a CPU task: the GPU's rates do not apply
     if rates is None or not shape.get("achieved_per_s") or not shape.get("bound"):
         return shape.get("fraction_of_measured")
-    if shape["bound"] == "memory":
-        return shape["achieved_per_s"] / rates["copy"]
-    dtype = "fp8" if get_task(task_id).dtype.startswith("float8") else "bf16"
-    return shape["achieved_per_s"] / rates[dtype]
+    return shape["achieved_per_s"] / measured_rate(task, shape["bound"], rates)
 
 
-def rows(tasks: list[dict], rates: dict[str, float] | None) -> list[str]:
+def rows(tasks: list[dict], rates: MeasuredRates | None) -> list[str]:
     lines = []
     for task in tasks:
         largest = task["shapes"][-1] if task["shapes"] else None
@@ -88,7 +86,11 @@ def main(argv: list[str]) -> None:
     given = (args.copy_tbps, args.bf16_tflops, args.fp8_tflops)
     if any(given) and not all(given):
         parser.error("give all three of --copy-tbps, --bf16-tflops and --fp8-tflops, or none")
-    rates = {"copy": args.copy_tbps * 1e12, "bf16": args.bf16_tflops * 1e12, "fp8": args.fp8_tflops * 1e12} if all(given) else None
+    rates = MeasuredRates(
+        device="given",
+        copy_bandwidth_bytes_per_s=args.copy_tbps * 1e12,
+        matmul_flops_per_s={"bfloat16": args.bf16_tflops * 1e12, "float8_e4m3fn": args.fp8_tflops * 1e12},
+    ) if all(given) else None
     reports = [read_report(path) for path in args.results]
     measured = next((r["measured"] for r in reports if r.get("measured")), None)
     if rates:

@@ -7,6 +7,7 @@ and one line that says what is wrong and what would be right; never a traceback.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -143,7 +144,11 @@ def tasks_verify(
         tasks = [t for t in tasks if t.id not in done]
     if gpus != 1:
         devices = _all_gpus(gpus, device)
-        sink = jsonl or Path(tempfile.mkstemp(prefix="apex-verify-", suffix=".jsonl")[1])
+        sink = jsonl
+        if sink is None:
+            descriptor, name = tempfile.mkstemp(prefix="apex-verify-", suffix=".jsonl")
+            os.close(descriptor)
+            sink = Path(name)
         found = verify_on_devices(tasks, devices, sink, timing)
         results = [found[t.id] for t in tasks if t.id in found]
         missing = [t.id for t in tasks if t.id not in found]

@@ -53,9 +53,10 @@ CHECKED_BUFFERS = 3
 CHECKED_BYTES = 1024**3
 """Bytes of a shape's traffic (roofline) up to which all CHECKED_BUFFERS are checked; beyond it fewer."""
 SMALL_CALL_BUFFERS = 8
-SMALL_INPUT_BYTES = 32 * 1024**2
-"""Inputs up to this size get SMALL_CALL_BUFFERS buffers: more allocations averaged over, so where
-the memory happens to sit moves a small kernel's median less from one grading to the next."""
+SMALL_CALL_BYTES = 32 * 1024**2
+"""Calls that move up to this many bytes (roofline: reads and writes) get SMALL_CALL_BUFFERS buffers:
+more allocations averaged over, so where the memory happens to sit moves a small kernel's median
+less from one grading to the next."""
 _BASELINE_TRACES: dict[tuple[str, str, str], dict[str, Any]] = {}
 _BASELINE_WORKERS: dict[tuple[str, str, WorkerSpec], WorkerProcess] = {}
 """Baseline workers kept between gradings (pool mode), by task, task content and worker spec."""
@@ -291,14 +292,14 @@ class _Run:
         every call cold.
         """
         count = max(2, round(self.options.inputs_per_shape * self.task.timing_input_sets / DEFAULT_INPUT_SETS))
-        set_bytes = self.input_bytes(shape)
+        set_bytes = self.call_bytes(shape)
         if set_bytes > 0:
             hardened = self.options.inputs_per_shape // DEFAULT_INPUT_SETS or 1
             count = min(count, max(2, hardened * STAGED_BYTES // set_bytes))
         return count
 
-    def input_bytes(self, shape: Shape) -> int:
-        """Bytes of one input set at ``shape``, from the task's roofline model (what a call reads)."""
+    def call_bytes(self, shape: Shape) -> int:
+        """Bytes one call moves at ``shape`` (reads and writes), from the task's roofline model."""
         model: Roofline = self.roofline(shape, self.task.dtype, self.task.params)
         return model.bytes_moved
 
@@ -399,7 +400,7 @@ class _Run:
         seeds = [_case_seed(self.options.public_seed, self.secret_seed, 1000 + index, k) for k in range(self.input_sets(shape))]
         flush = spec.cache_flush_bytes if spec else DEFAULT_FLUSH_BYTES
         workers = {"baseline": baseline, "solution": candidate}
-        buffers = SMALL_CALL_BUFFERS if self.input_bytes(shape) <= SMALL_INPUT_BYTES else CALL_BUFFERS
+        buffers = SMALL_CALL_BUFFERS if self.call_bytes(shape) <= SMALL_CALL_BYTES else CALL_BUFFERS
         with self.phase("timing.stage"):
             for name, worker in workers.items():
                 reply, _ = worker.request({"op": "stage", "shape": shape, "seeds": seeds, "buffers": buffers})
@@ -471,7 +472,7 @@ class _Run:
         values they held: a solution that returns stale or cached outputs cannot know which."""
         library = self.task.array_library
         # Outputs cross a pipe: at a gigabyte per output set (an 8192 x 34816 GEMM), one buffer.
-        checked = min(buffers, CHECKED_BUFFERS, max(1, CHECKED_BYTES // max(self.input_bytes(shape), 1)))
+        checked = min(buffers, CHECKED_BUFFERS, max(1, CHECKED_BYTES // max(self.call_bytes(shape), 1)))
         slots = sorted(secrets.SystemRandom().sample(range(buffers), checked))
         reply, payload = candidate.request({"op": "timed_outputs", "slots": slots})
         if reply.get("output_type") != "exact":

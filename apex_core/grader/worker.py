@@ -132,6 +132,7 @@ class Worker:
         self.inputs: dict[str, Any] = {}
         """The task's input generator (reference, dtype, params): inputs are drawn here, on the
         device, from the seeds the judge sends, instead of travelling through the pipe."""
+        self.make_inputs: Callable[..., Any] | None = None
         self.flush_buffer: Any = None
         self.torch: ModuleType | None = None
         self.timers: _DeviceTimers | None = None
@@ -194,6 +195,10 @@ class Worker:
         self.solution_path, self.entry_point = solution_path, entry_point
         self.output_args = list(output_args)
         self.inputs = dict(inputs)
+        if self.inputs:
+            from apex_core.tasks.schema import load_reference
+
+            self.make_inputs = load_reference(str(self.inputs["ref"]))
         if compile_cache:
             os.environ["TRITON_CACHE_DIR"] = compile_cache
         if Path(solution_path).suffix in native.COMPILED_SUFFIXES:
@@ -237,10 +242,9 @@ class Worker:
     def draw(self, shape: dict[str, int], seed: int, strided: tuple[int, ...] = ()) -> list[Any]:
         """The input set the judge draws for ``seed``: same generator, same kind of device."""
         from apex_core.kernels import seeded
-        from apex_core.tasks.schema import load_reference
 
-        make = load_reference(str(self.inputs["ref"]))
-        return seeded.draw(make, shape, str(self.inputs["dtype"]), seed, self.device, dict(self.inputs["params"]), strided)
+        assert self.make_inputs is not None
+        return seeded.draw(self.make_inputs, shape, str(self.inputs["dtype"]), seed, self.device, dict(self.inputs["params"]), strided)
 
     def call(self, shape: dict[str, int], seed: int, strided: tuple[int, ...] = ()) -> tuple[dict[str, Any], bytes]:
         """One checked call on the inputs of ``seed``; replies with the outputs and whether the
@@ -249,7 +253,8 @@ class Worker:
 
         assert self.function is not None
         args = self.draw(shape, seed, strided)
-        pristine = [_fresh_copy(a) for a in args]
+        # Declared outputs (a KV cache) are meant to change: no copy of them.
+        pristine = [None if i in self.output_args else _fresh_copy(a) for i, a in enumerate(args)]
         try:
             output = self.function(*args)
             self._synchronize()

@@ -65,6 +65,13 @@ def _for_this_machine(task: Task, on_gpu: bool) -> Task:
     return task.model_copy(update={"test_shapes": task.cpu_shapes, "hidden_shapes": [], "benchmark_shapes": []})
 
 
+def measured_rate(task: Task, bound: str, rates: MeasuredRates) -> float | None:
+    """What this device measurably sustains for ``task`` when ``bound`` by memory or by compute."""
+    if bound == "memory":
+        return rates.copy_bandwidth_bytes_per_s
+    return rates.matmul_flops_per_s.get("float8_e4m3fn" if task.dtype.startswith("float8") else "bfloat16")
+
+
 def shape_figures(task: Task, result: GradeResult, spec: GpuSpec | None, rates: MeasuredRates | None) -> list[ShapeFigures]:
     roofline = load_reference(task.roofline)
     figures = []
@@ -85,9 +92,7 @@ def shape_figures(task: Task, result: GradeResult, spec: GpuSpec | None, rates: 
             entry.bound = "memory" if memory_time >= compute_time else "compute"
             entry.achieved_per_s = (model.bytes_moved if entry.bound == "memory" else model.flops) / seconds
             if rates is not None:
-                measured = rates.copy_bandwidth_bytes_per_s if entry.bound == "memory" else rates.matmul_flops_per_s.get(
-                    "float8_e4m3fn" if task.dtype.startswith("float8") else "bfloat16"
-                )
+                measured = measured_rate(task, entry.bound, rates)
                 entry.fraction_of_measured = entry.achieved_per_s / measured if measured else None
         figures.append(entry)
     return figures
