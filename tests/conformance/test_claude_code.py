@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import subprocess
@@ -18,7 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 from apex_core import hosts
 from apex_core.mcp_registry import GATEWAY, SERVERS
