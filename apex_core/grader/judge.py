@@ -493,9 +493,11 @@ class _Run:
 
     def _check_wall_clock(self, candidate: WorkerProcess, shape: Shape) -> None:
         """The host's wall clock must not see device work that the timer's events missed."""
-        reply, _ = candidate.request({"op": "wall_check", "calls": WALL_CHECK_CALLS})
+        reply, _ = candidate.request({"op": "wall_check", "calls": WALL_CHECK_CALLS, "sleep_cycles": LAUNCH_COVER_CYCLES})
         self._require_ok(reply, "solution")
-        reason = wall_clock.unseen_work_reason([int(v) for v in reply.get("event_ns", [])], [int(v) for v in reply.get("tail_ns", [])])
+        reason = wall_clock.unseen_work_reason(
+            [int(v) for v in reply.get("event_ns", [])], [int(v) for v in reply.get("after_end_ns", [])]
+        )
         if reason:
             self.flags.append(f"unseen_device_work: {reason}")
             raise _Failed(Outcome.tampering, f"at shape {shape}: {reason}")

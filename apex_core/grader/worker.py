@@ -74,12 +74,25 @@ class _DeviceTimers:
         self.sleep = getattr(torch.cuda, "_sleep", None)
         self.start = event_type(enable_timing=True)
         self.end = event_type(enable_timing=True)
-        self._empty = torch.empty
+        self.event_synchronize = event_type.synchronize
+        self._zeros = torch.zeros
         self._int32 = torch.int32
         self._device = device
+        self._read_all = torch.Tensor.sum
 
-    def empty_flush(self, flush_bytes: int) -> Any:
-        return self._empty(flush_bytes // 4, dtype=self._int32, device=self._device)
+    def new_flush_buffer(self, flush_bytes: int) -> Any:
+        return self._zeros(flush_bytes // 4, dtype=self._int32, device=self._device)
+
+    def flush(self, buffer: Any) -> None:
+        """Evict the last-level cache by reading ``buffer`` (at least twice its size).
+
+        Reading, not writing: a write (``zero_()``) leaves the cache full of dirty lines, and the
+        timed call then pays for writing them back, more or less depending on where its own
+        buffers map against the flush buffer, which can differ from one buffer, and one process,
+        to the next (docs/measurements.md has what this changed on an H200). After a read the
+        cache holds clean lines of unrelated data: cold, and the same for every call.
+        """
+        self._read_all(buffer)
 
 
 def triton_kernel_names(module: ModuleType) -> list[str]:
@@ -334,9 +347,9 @@ class Worker:
                 args = self._refill(slot)
                 if timers is not None:
                     if self.flush_buffer is None and flush_bytes > 0:
-                        self.flush_buffer = timers.empty_flush(flush_bytes)
+                        self.flush_buffer = timers.new_flush_buffer(flush_bytes)
                     if self.flush_buffer is not None:
-                        self.flush_buffer.zero_()
+                        timers.flush(self.flush_buffer)
                     if timers.sleep is not None and sleep_cycles > 0:
                         # Keep the device busy while the host launches the call, so that the
                         # events time the kernels, not the Python launch overhead.
@@ -355,29 +368,33 @@ class Worker:
             return {"ok": False, "kind": "runtime_error", "message": describe_exception(exc, self.solution_path)}
         return {"ok": True, "samples_ns": samples, "python_threads": threading.active_count()}
 
-    def wall_check(self, calls: int) -> dict[str, Any]:
-        """Per call: the events' time, and the host's wait from the call's return to the end of a
-        device-wide synchronization (see ``wall_clock``)."""
+    def wall_check(self, calls: int, sleep_cycles: int) -> dict[str, Any]:
+        """Per call, under the timed samples' launch cover: the events' time, and the host's wait
+        from the end event's completion to the end of a device-wide synchronization (see
+        ``wall_clock``)."""
         assert self.function is not None
         timers = self.timers
         if timers is None:
-            return {"ok": True, "event_ns": [], "tail_ns": []}
+            return {"ok": True, "event_ns": [], "after_end_ns": []}
         event_ns: list[int] = []
-        tail_ns: list[int] = []
+        after_end_ns: list[int] = []
         try:
             for i in range(calls):
                 args = self._refill(i % len(self.buffers))
                 timers.synchronize()
+                if timers.sleep is not None and sleep_cycles > 0:
+                    timers.sleep(sleep_cycles)
                 timers.record(timers.start)
                 self.function(*args)
                 timers.record(timers.end)
-                returned = _perf_counter_ns()
+                timers.event_synchronize(timers.end)
+                ended = _perf_counter_ns()
                 timers.synchronize()
-                tail_ns.append(_perf_counter_ns() - returned)
+                after_end_ns.append(_perf_counter_ns() - ended)
                 event_ns.append(round(timers.elapsed(timers.start, timers.end) * 1e6))
         except BaseException as exc:
             return {"ok": False, "kind": "runtime_error", "message": describe_exception(exc, self.solution_path)}
-        return {"ok": True, "event_ns": event_ns, "tail_ns": tail_ns}
+        return {"ok": True, "event_ns": event_ns, "after_end_ns": after_end_ns}
 
     def profile_call(self) -> dict[str, Any]:
         """The device kernels one call launches, with their device time, from PyTorch's profiler."""
@@ -440,7 +457,7 @@ class Worker:
         if op == "profile":
             return self.profile_call(), b""
         if op == "wall_check":
-            return self.wall_check(int(header.get("calls", 10))), b""
+            return self.wall_check(int(header.get("calls", 10)), int(header.get("sleep_cycles", 0))), b""
         return {"ok": False, "kind": "infra_error", "message": f"unknown op {op!r}"}, b""
 
     def serve(self, read_fd: int, write_fd: int) -> None:
