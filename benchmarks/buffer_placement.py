@@ -2,8 +2,8 @@
 
 Run on a GPU, once per process: ``python benchmarks/buffer_placement.py TOKENS [zero|read]`` (run it
 twice to compare processes). The second argument is how the cache is flushed before each call:
-``zero`` writes the flush buffer (what the grader did until 2026-11-30), ``read`` sums it (what it
-does now). One process: 64 separately allocated input buffers (outputs kept per buffer, as
+``zero`` writes the flush buffer (what the grader does), ``read`` sums it (tried on 2026-11-30, see
+docs/measurements.md). One process: 64 separately allocated input buffers (outputs kept per buffer, as
 the grader's worker does), cache flush + device spin + events per call, 24 samples per buffer in
 shuffled order. Prints the overall median, the spread of per-buffer medians, and the median over
 the first 8 buffers. Record what it prints, with machine and date, in docs/measurements.md.
@@ -17,7 +17,7 @@ spec = importlib.util.spec_from_file_location("b", "apex_core/kernels/rms_norm/b
 mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
 fn = mod.rms_norm
 tokens = int(sys.argv[1]); nbuf = 64; reps = 24
-mode = sys.argv[2] if len(sys.argv) > 2 else "read"
+mode = sys.argv[2] if len(sys.argv) > 2 else "zero"
 x0, w, eps = make_inputs_torch({"tokens": tokens, "hidden": 4096}, "bfloat16", 0, "cuda", {"eps": 1e-5})
 bufs = [x0.clone() for _ in range(nbuf)]
 outs = [None] * nbuf

@@ -6,7 +6,7 @@ A tuning tool for the reference solutions, run on a GPU (not a test):
 Why it exists: at decode sizes a memory-bound kernel runs in 5-8 us, most of it launch latency, and
 the differences between tile choices are 1-3%. Triton's autotuner times each config once, in the
 process it runs in, and can pick a config that loses to the baseline by that much. This script
-takes the grader's discipline instead: every call gets a last-level-cache flush (a read), a device spin
+takes the grader's discipline instead: every call gets a last-level-cache flush, a device spin
 that hides the host's launch overhead, and its own events; inputs rotate over 8 seeded sets; the
 variants alternate in rounds of 32 calls in a shuffled order, so clock drift falls on all of them.
 
@@ -50,7 +50,7 @@ def per_token_quant_variants(solution: Any) -> dict[str, Callable[..., Any]]:
     import torch
     import triton
 
-    kernel = solution._per_token_quant_fp8_rows.fn  # the jitted kernel under the autotuner
+    kernel = solution._per_token_quant_fp8_rows
 
     def fixed(rows_per_program: int, warps: int) -> Callable[..., Any]:
         def run(x: Any) -> Any:
@@ -60,7 +60,7 @@ def per_token_quant_variants(solution: Any) -> dict[str, Callable[..., Any]]:
             q = torch.empty(rows.shape, dtype=torch.float8_e4m3fn, device=x.device)
             scales = torch.empty((n_rows, 1), dtype=torch.float32, device=x.device)
             kernel[(triton.cdiv(n_rows, rows_per_program),)](
-                rows, q, scales, n_rows, rows.stride(0), q.stride(0), hidden, 0,
+                rows, q, scales, n_rows, rows.stride(0), q.stride(0), hidden,
                 FP8_MAX=448.0, BLOCK_N=triton.next_power_of_2(hidden), ROWS=rows_per_program, num_warps=warps,
             )
             return q, scales
@@ -148,7 +148,7 @@ def time_variants(functions: dict[str, Callable[..., Any]], input_sets: list[tup
             function = functions[name]
             for i in range(CALLS_PER_ROUND):
                 args = input_sets[i % len(input_sets)]
-                flush.sum()  # evicts the cache by reading, as the grader's worker does
+                flush.zero_()  # as the grader's worker flushes
                 torch.cuda._sleep(SPIN_CYCLES)
                 start.record()
                 function(*args)

@@ -87,12 +87,31 @@ def profile_one_grading(task, solution: Path, options: GradeOptions, out: Path) 
     print(f"profile of one grading ({result.elapsed_s} s) written to {out}")
 
 
+def baseline_vs_itself(task, options: GradeOptions, repeats: int) -> dict:
+    """(d): the baseline graded as a solution against itself; every speedup should be 1.0."""
+    self_runs = [grade(task, task.baseline_path, options) for _ in range(repeats)]
+    self_runs = [r for r in self_runs if len(r.timings) == len(SHAPES)]
+    report: dict = {}
+    for i, shape in enumerate(SHAPES):
+        speedups = [r.timings[i].speedup for r in self_runs]
+        contains = sum(1 for r in self_runs if r.timings[i].speedup_ci95[0] <= 1.0 <= r.timings[i].speedup_ci95[1])
+        within = sum(1 for s in speedups if 0.99 <= s <= 1.01)
+        report[f"tokens={shape['tokens']}"] = {"speedups": speedups, "intervals_containing_1": contains, "within_1pct": within}
+        print(f"(d) {shape}: speedups {min(speedups):.3f}-{max(speedups):.3f}, {within}/{len(speedups)} within 1%, "
+              f"{contains}/{len(speedups)} intervals contain 1.0")
+    report["credited"] = [r.speedup for r in self_runs]
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--solution", type=Path, default=None, help="default: the honest faster kernel of the red team")
     parser.add_argument("--repeats", type=int, default=8)
     parser.add_argument("--self-repeats", type=int, default=20)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--no-pool", action="store_true",
+                        help="fresh worker processes for baseline and solution in every grading (GradeOptions.warm_pool off)")
+    parser.add_argument("--self-only", action="store_true", help="only (d): the baseline graded against itself")
     parser.add_argument("--profile", type=Path, default=None,
                         help="only profile one warm grading with cProfile and write the top functions here")
     args = parser.parse_args()
@@ -102,7 +121,7 @@ def main() -> None:
         spec.loader.exec_module(solutions)
         args.solution = solutions.write_solution("honest_faster", Path(tempfile.mkdtemp()))
     task = get_task(TASK).model_copy(update={"benchmark_shapes": SHAPES})
-    options = GradeOptions()
+    options = GradeOptions(warm_pool=not args.no_pool)
     report: dict = {"options": options.model_dump()}
 
     grade(task, args.solution, options)  # warms the pool and the compile cache
@@ -110,11 +129,16 @@ def main() -> None:
         profile_one_grading(task, args.solution, options, args.profile)
         return
     latencies, runs = [], []
-    for _ in range(args.repeats):
+    for _ in range(0 if args.self_only else args.repeats):
         started = time.monotonic()
         result = grade(task, args.solution, options)
         latencies.append(time.monotonic() - started)
         runs.append(result)
+    if args.self_only:
+        report["baseline_vs_itself"] = baseline_vs_itself(task, options, args.self_repeats)
+        if args.out:
+            args.out.write_text(json.dumps(report, indent=2))
+        return
     failed = [r for r in runs if len(r.timings) != len(SHAPES)]
     if failed:
         raise SystemExit(f"{len(failed)} of {len(runs)} gradings did not finish timing: {failed[0].outcome.value}: {failed[0].reason}")
@@ -139,20 +163,7 @@ def main() -> None:
         print(f"(c) {shape}: solution median min/med/max {min(medians):.2f}/{center:.2f}/{max(medians):.2f} us, "
               f"speedup {min(speedups):.3f}-{max(speedups):.3f}")
 
-    self_runs = [grade(task, task.baseline_path, options) for _ in range(args.self_repeats)]
-    self_runs = [r for r in self_runs if len(r.timings) == len(SHAPES)]
-    report["baseline_vs_itself"] = {}
-    for i, shape in enumerate(SHAPES):
-        speedups = [r.timings[i].speedup for r in self_runs]
-        contains = sum(1 for r in self_runs if r.timings[i].speedup_ci95[0] <= 1.0 <= r.timings[i].speedup_ci95[1])
-        within = sum(1 for s in speedups if 0.99 <= s <= 1.01)
-        report["baseline_vs_itself"][f"tokens={shape['tokens']}"] = {
-            "speedups": speedups, "intervals_containing_1": contains, "within_1pct": within,
-        }
-        print(f"(d) {shape}: speedups {min(speedups):.3f}-{max(speedups):.3f}, {within}/{len(speedups)} within 1%, "
-              f"{contains}/{len(speedups)} intervals contain 1.0")
-    credited = [r.speedup for r in self_runs]
-    report["baseline_vs_itself"]["credited"] = credited
+    report["baseline_vs_itself"] = baseline_vs_itself(task, options, args.self_repeats)
 
     fn = load(args.solution)
     report["agreement"] = {}

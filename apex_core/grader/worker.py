@@ -78,21 +78,21 @@ class _DeviceTimers:
         self._zeros = torch.zeros
         self._int32 = torch.int32
         self._device = device
-        self._read_all = torch.Tensor.sum
+        self._zero = torch.Tensor.zero_
 
     def new_flush_buffer(self, flush_bytes: int) -> Any:
         return self._zeros(flush_bytes // 4, dtype=self._int32, device=self._device)
 
     def flush(self, buffer: Any) -> None:
-        """Evict the last-level cache by reading ``buffer`` (at least twice its size).
+        """Evict the last-level cache by writing ``buffer`` (at least twice its size).
 
-        Reading, not writing: a write (``zero_()``) leaves the cache full of dirty lines, and the
-        timed call then pays for writing them back, more or less depending on where its own
-        buffers map against the flush buffer, which can differ from one buffer, and one process,
-        to the next (docs/measurements.md has what this changed on an H200). After a read the
-        cache holds clean lines of unrelated data: cold, and the same for every call.
+        A write leaves the cache full of dirty lines that the timed call partly pays to write
+        back, as GPU MODE's and Triton's do_bench clears do. Flushing by reading instead was
+        measured on an H200 (2026-11-30, docs/measurements.md): it took 4.8 us off an RMSNorm at
+        (8192, 4096), putting us 12% away from the GPU-MODE-style figure, and it did not make small
+        calls more repeatable across processes, so the write stays.
         """
-        self._read_all(buffer)
+        self._zero(buffer)
 
 
 def triton_kernel_names(module: ModuleType) -> list[str]:
