@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import atexit
 import threading
+from collections.abc import Callable
 
 from apex_core.grader.process import WorkerProcess, WorkerSpec
 
 
 class WorkerPool:
-    def __init__(self, ready_per_spec: int = 2) -> None:
+    def __init__(self, ready_per_spec: int = 3, start_worker: Callable[[WorkerSpec], WorkerProcess] = WorkerProcess) -> None:
         self.ready_per_spec = ready_per_spec
+        self._start_worker = start_worker
         self._ready: dict[WorkerSpec, list[WorkerProcess]] = {}
+        self._starting: dict[WorkerSpec, int] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -38,28 +41,40 @@ class WorkerPool:
         worker.timeout_s = timeout_s
         return worker
 
+    def ready_count(self, spec: WorkerSpec) -> int:
+        with self._lock:
+            return len(self._ready.get(spec, []))
+
     def prepare(self, spec: WorkerSpec) -> None:
         """Top the pool up for ``spec`` in the background; called after a grading, never during one,
-        so starting workers does not disturb a measurement."""
-        self._refill_later(spec)
+        so starting workers does not disturb a measurement.
 
-    def _refill_later(self, spec: WorkerSpec) -> None:
-        def refill() -> None:
-            while True:
-                with self._lock:
-                    if self._closed or len(self._ready.get(spec, [])) >= self.ready_per_spec:
-                        return
-                try:
-                    worker = WorkerProcess(spec)
-                except Exception:  # a failed start only means the next grading starts its own worker
-                    return
-                with self._lock:
-                    if self._closed:
-                        worker.close()
-                        return
-                    self._ready.setdefault(spec, []).append(worker)
+        Every missing worker starts at once, each in its own thread. Started one after another,
+        at about 10 s each on a GPU host (import, device context, profiler start-up), they fell
+        behind gradings of about 4 s: on an H200 (2026-11-30) two gradings in eight found the pool
+        empty, started their own worker and took 13-14 s.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            missing = self.ready_per_spec - len(self._ready.get(spec, [])) - self._starting.get(spec, 0)
+            self._starting[spec] = self._starting.get(spec, 0) + max(missing, 0)
+        for _ in range(max(missing, 0)):
+            threading.Thread(target=self._start_one, args=(spec,), name="apex-worker-pool", daemon=True).start()
 
-        threading.Thread(target=refill, name="apex-worker-pool", daemon=True).start()
+    def _start_one(self, spec: WorkerSpec) -> None:
+        worker = None
+        try:
+            worker = self._start_worker(spec)
+        except Exception:  # a failed start only means the next grading starts its own worker
+            pass
+        with self._lock:
+            self._starting[spec] -= 1
+            if worker is not None and not self._closed:
+                self._ready.setdefault(spec, []).append(worker)
+                return
+        if worker is not None:
+            worker.close()
 
     def shutdown(self) -> None:
         with self._lock:
