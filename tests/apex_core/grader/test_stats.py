@@ -42,3 +42,34 @@ def test_the_bootstrap_interval_of_identical_stepped_samples_contains_one():
 
 def test_tiny_inputs_have_plain_medians():
     assert stats.median([5]) == 5.0 and stats.median([1, 2]) == 1.5 and stats.median([7] * 10) == 7.0
+
+
+def test_a_short_call_offset_by_its_process_still_gets_an_interval_containing_one():
+    # The same kernel in two processes: the candidate's median 1.5% slower, as measured on an H200.
+    baseline = _stepped(6000, 60, 600, 4)
+    solution = _stepped(6090, 60, 600, 5)
+    within_one_pair = stats.interval(stats.bootstrap_speedup_draws(baseline, solution, 1000, seed=0))
+    assert within_one_pair[1] < 1.0  # resampling one pair of processes cannot see the offset
+    draws = stats.with_between_process_spread(stats.bootstrap_speedup_draws(baseline, solution, 1000, seed=0), 6000.0, seed=0)
+    low, high = stats.interval(draws)
+    assert low <= 1.0 <= high
+
+
+def test_long_calls_are_widened_less_than_short_ones():
+    draws = np.ones(4000)
+    short = stats.interval(stats.with_between_process_spread(draws, 6_000.0, seed=1))
+    long = stats.interval(stats.with_between_process_spread(draws, 40_000.0, seed=1))
+    assert short[1] - short[0] == pytest.approx(2 * 1.96 * 0.019, rel=0.1)
+    assert long[1] - long[0] == pytest.approx(2 * 1.96 * 0.0045, rel=0.1)
+
+
+def test_a_real_gain_stays_outside_the_widened_interval():
+    baseline = _stepped(6600, 60, 600, 6)
+    solution = _stepped(6000, 60, 600, 7)  # 10% faster
+    draws = stats.with_between_process_spread(stats.bootstrap_speedup_draws(baseline, solution, 1000, seed=2), 6600.0, seed=2)
+    assert stats.interval(draws)[0] > 1.04
+
+
+def test_the_widening_is_the_same_for_the_same_seed():
+    draws = np.full(100, 1.1)
+    assert np.array_equal(stats.with_between_process_spread(draws, 6000.0, seed=3), stats.with_between_process_spread(draws, 6000.0, seed=3))
