@@ -46,8 +46,8 @@ class WorkerPool:
             return len(self._ready.get(spec, []))
 
     def prepare(self, spec: WorkerSpec) -> None:
-        """Top the pool up for ``spec`` in the background; called after a grading, never during one,
-        so starting workers does not disturb a measurement.
+        """Top the pool up for ``spec`` in the background. The judge calls it when a grading takes a
+        worker; the new workers start on the cores no timing uses (``process.startup_cpus``).
 
         Every missing worker starts at once, each in its own thread. Started one after another,
         at about 10 s each on a GPU host (import, device context, profiler start-up), they fell
