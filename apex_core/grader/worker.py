@@ -88,7 +88,7 @@ class _DeviceTimers:
 
         A write leaves the cache full of dirty lines that the timed call partly pays to write
         back, as GPU MODE's and Triton's do_bench clears do. Flushing by reading instead was
-        measured on an H200 (2026-11-30, docs/measurements.md): it took 4.8 us off an RMSNorm at
+        measured on an H200 (2026-11-30, docs/benchmarks.md): it took 4.6 us off an RMSNorm at
         (8192, 4096), putting us 12% away from the GPU-MODE-style figure, and it did not make small
         calls more repeatable across processes, so the write stays.
         """
