@@ -71,7 +71,7 @@ class _DeviceTimers:
         self.record = event_type.record
         self.elapsed = event_type.elapsed_time
         self.synchronize = torch.cuda.synchronize
-        self.sleep = getattr(torch.cuda, "_sleep", None)
+        self._sleep = getattr(torch.cuda, "_sleep", None)
         self.start = event_type(enable_timing=True)
         self.end = event_type(enable_timing=True)
         self.event_synchronize = event_type.synchronize
@@ -79,6 +79,12 @@ class _DeviceTimers:
         self._int32 = torch.int32
         self._device = device
         self._zero = torch.Tensor.zero_
+
+    def cover_launch(self, cycles: int) -> None:
+        """Keep the device busy while the host launches the call, so that the events time the
+        kernels, not the Python launch overhead."""
+        if self._sleep is not None and cycles > 0:
+            self._sleep(cycles)
 
     def new_flush_buffer(self, flush_bytes: int) -> Any:
         return self._zeros(flush_bytes // 4, dtype=self._int32, device=self._device)
@@ -350,10 +356,7 @@ class Worker:
                         self.flush_buffer = timers.new_flush_buffer(flush_bytes)
                     if self.flush_buffer is not None:
                         timers.flush(self.flush_buffer)
-                    if timers.sleep is not None and sleep_cycles > 0:
-                        # Keep the device busy while the host launches the call, so that the
-                        # events time the kernels, not the Python launch overhead.
-                        timers.sleep(sleep_cycles)
+                    timers.cover_launch(sleep_cycles)
                     timers.record(timers.start)
                     output = self.function(*args)
                     timers.record(timers.end)
@@ -382,8 +385,7 @@ class Worker:
             for i in range(calls):
                 args = self._refill(i % len(self.buffers))
                 timers.synchronize()
-                if timers.sleep is not None and sleep_cycles > 0:
-                    timers.sleep(sleep_cycles)
+                timers.cover_launch(sleep_cycles)
                 timers.record(timers.start)
                 self.function(*args)
                 timers.record(timers.end)
