@@ -43,6 +43,11 @@ def _per_token_group_quant_fp8_tiles(
     tl.store(scale_ptr + scale_offsets, absmax / FP8_MAX, mask=group_mask)
 
 
+def _tile(n_rows: int) -> tuple[int, int, int]:
+    """(groups per program, rows per program, warps): one row at decode sizes, two beyond."""
+    return (8, 1, 8) if n_rows <= 64 else (8, 2, 4)
+
+
 def per_token_group_quant_fp8(x: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     if group_size & (group_size - 1):
         raise ValueError(f"group_size {group_size} must be a power of two")
@@ -53,11 +58,7 @@ def per_token_group_quant_fp8(x: torch.Tensor, group_size: int) -> tuple[torch.T
     n_rows, n_groups = rows.shape[0], hidden // group_size
     q = torch.empty(rows.shape, dtype=torch.float8_e4m3fn, device=x.device)
     scales = torch.empty((n_rows, n_groups), dtype=torch.float32, device=x.device)
-    groups_per_program = 8
-    if n_rows <= 64:
-        rows_per_program, num_warps = 1, 8
-    else:
-        rows_per_program, num_warps = 2, 4
+    groups_per_program, rows_per_program, num_warps = _tile(n_rows)
     grid = (triton.cdiv(n_groups, groups_per_program), triton.cdiv(n_rows, rows_per_program))
     _per_token_group_quant_fp8_tiles[grid](
         rows, q, scales, n_rows, n_groups, rows.stride(0), q.stride(0), scales.stride(0),

@@ -37,6 +37,13 @@ def _silu_and_mul_tiles(
     tl.store(out_ptr + rows[:, None] * out_row_stride + cols[None, :], out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
+def _tile(n_rows: int) -> tuple[int, int, int]:
+    """(rows, columns, warps) of a program. Few rows: one row per tile, so the columns alone spread
+    the work over the GPU. Many rows: 4-row tiles over 8 warps, enough independent loads in flight
+    to saturate HBM."""
+    return (1, 1024, 4) if n_rows <= 64 else (4, 1024, 8)
+
+
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     d = x.shape[-1] // 2
     rows = x.reshape(-1, 2 * d)
@@ -44,10 +51,7 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
         rows = rows.contiguous()
     n_rows = rows.shape[0]
     out = torch.empty((n_rows, d), dtype=x.dtype, device=x.device)
-    block_n = 1024
-    # Few rows: one row per tile, so the columns alone spread the work over the GPU. Many rows:
-    # 4-row tiles over 8 warps, enough independent loads in flight to saturate HBM.
-    block_m, warps = (1, 4) if n_rows <= 64 else (4, 8)
+    block_m, block_n, warps = _tile(n_rows)
     grid = (triton.cdiv(d, block_n), triton.cdiv(n_rows, block_m))
     _silu_and_mul_tiles[grid](
         rows, out, n_rows, d, rows.stride(0), out.stride(0), BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps
