@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 import apex_core
 from apex_core.errors import ApexUserError, SolutionFileError
-from apex_core.grader import fingerprint, integrity, native, prescan, stats, trace_checks, wall_clock, wire
+from apex_core.grader import digest, fingerprint, integrity, native, prescan, stats, trace_checks, wall_clock, wire
 from apex_core.kernels import seeded
 from apex_core.grader.fingerprint import Clocks
 from apex_core.grader.compare import Comparison, as_float64, as_output_list, compare_all, dtype_name
@@ -365,9 +365,14 @@ class _Run:
         """One call at ``shape`` on the inputs of ``seed``; ``strided``: arguments the worker passes
         as row-strided views (same values, so the reference is computed on contiguous ones)."""
         library = self.task.array_library
-        expected = self.expected(self.inputs(shape, seed))
+        args = self.inputs(shape, seed)
+        digest_key = secrets.randbits(62)
+        # Before the reference runs: the inputs as drawn, whatever the reference does with them.
+        digests = digest.input_digests(args, digest_key, skip=self.task.output_args)
+        expected = self.expected(args)
         self._check_signal(expected, shape)
-        reply, payload = worker.request({"op": "call", "shape": shape, "seed": seed, "strided": list(strided)})
+        request = {"op": "call", "shape": shape, "seed": seed, "strided": list(strided), "digest_key": digest_key}
+        reply, payload = worker.request(request)
         if not reply.get("ok"):
             return Outcome.runtime_error, Comparison(passed=False, message=str(reply.get("message", "the call raised")))
         if reply.get("output_type") != "exact":
@@ -385,7 +390,7 @@ class _Run:
         comparison = compare_all(outputs, expected, self.task)
         if not comparison.passed:
             return Outcome.wrong_answer, comparison
-        if reply.get("inputs_unchanged") is not True:
+        if reply.get("input_digests") != digests:
             return Outcome.wrong_answer, comparison.model_copy(update={"passed": False, "message": "the call modified its inputs"})
         return None, comparison
 

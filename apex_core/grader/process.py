@@ -1,7 +1,8 @@
 """A worker child process as the judge sees it: started clean, spoken to over its pipes, killed whole.
 
 Each worker runs under a reaper (``reaper.py``) in a new session, with a scratch directory as
-working directory and home, stdin closed, no descriptors but its two pipe ends, an environment
+working directory and home, stdin closed, no descriptors but its two pipe ends and the shared file
+for large replies (all three the judge's own), an environment
 built from an allow-list, resource limits, and (when the judge is root and it is possible) an
 unprivileged user. Closing it asks the reaper to kill every descendant, detached ones included,
 and then kills the reaper's group as a last resort.
@@ -182,8 +183,10 @@ class WorkerProcess:
         self._from_worker, from_worker_w = os.pipe()
         for fd in (self._to_worker, from_worker_w):
             _widen_pipe(fd)
+        self._shared = wire.shared_file()
+        """Where the worker leaves large replies (call outputs): one copy each way instead of a pipe."""
         config = {
-            "pass_fds": [to_worker_r, from_worker_w],
+            "pass_fds": [to_worker_r, from_worker_w, self._shared],
             "scratch": str(self.scratch),
             "memory_bytes": self.memory_bytes,
             "address_space_bytes": self.memory_bytes + 2 * 1024**3 if spec.limit_address_space else None,
@@ -193,11 +196,13 @@ class WorkerProcess:
             "uid": self.identity[0] if self.identity else None,
             "gid": self.identity[1] if self.identity else None,
         }
-        worker_argv = [sys.executable, "-s", "-m", "apex_core.grader.worker", str(to_worker_r), str(from_worker_w)]
+        worker_argv = [
+            sys.executable, "-s", "-m", "apex_core.grader.worker", str(to_worker_r), str(from_worker_w), str(self._shared)
+        ]  # fmt: skip
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-s", "-m", "apex_core.grader.reaper", json.dumps(config), "--", *worker_argv],
-                pass_fds=(to_worker_r, from_worker_w),
+                pass_fds=(to_worker_r, from_worker_w, self._shared),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -252,12 +257,14 @@ class WorkerProcess:
             return ""
         return text[-limit:].strip()
 
-    def request(self, header: dict[str, Any], payload: bytes = b"", timeout_s: float | None = None) -> tuple[dict[str, Any], bytes]:
+    def request(
+        self, header: dict[str, Any], payload: bytes = b"", timeout_s: float | None = None
+    ) -> tuple[dict[str, Any], memoryview | bytes]:
         timeout = self.timeout_s if timeout_s is None else timeout_s
         nonce = secrets.token_hex(16)
         try:
             wire.send(self._to_worker, {**header, "nonce": nonce}, payload)
-            reply, reply_payload = wire.receive(self._from_worker, timeout=timeout)
+            reply, reply_payload = wire.receive(self._from_worker, timeout=timeout, shared_fd=self._shared)
             if reply.get("nonce") != nonce:
                 self.kill()
                 raise WorkerFailure(
@@ -311,7 +318,7 @@ class WorkerProcess:
         # No polite exit first: the worker's own shutdown (interpreter, device context) took about
         # a second of every grading, and nothing of it is worth keeping.
         self.kill()
-        for fd in (self._to_worker, self._from_worker):
+        for fd in (self._to_worker, self._from_worker, self._shared):
             try:
                 os.close(fd)
             except OSError:

@@ -3,7 +3,7 @@
 It imports the solution, then serves the judge's requests over the pipe pair it was given: call the
 entry point on inputs, stage inputs for timing, warm up, take timed samples. It never sees the
 reference or the verdict; it only reports what happened. Run as
-``python -m apex_core.grader.worker READ_FD WRITE_FD``.
+``python -m apex_core.grader.worker READ_FD WRITE_FD [SHARED_FD]``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from apex_core.grader import native, wire
+from apex_core.grader.digest import input_digests  # bound before any solution is imported
 
 _perf_counter_ns = time.perf_counter_ns  # bound before any candidate code runs
 
@@ -265,15 +266,14 @@ class Worker:
         assert self.make_inputs is not None
         return seeded.draw(self.make_inputs, shape, str(self.inputs["dtype"]), seed, self.device, dict(self.inputs["params"]), strided)
 
-    def call(self, shape: dict[str, int], seed: int, strided: tuple[int, ...] = ()) -> tuple[dict[str, Any], bytes]:
-        """One checked call on the inputs of ``seed``; replies with the outputs and whether the
-        arguments that are not declared outputs came back bit-identical."""
-        from apex_core.grader.compare import inputs_unchanged
-
+    def call(
+        self, shape: dict[str, int], seed: int, strided: tuple[int, ...] = (), digest_key: int = 0
+    ) -> tuple[dict[str, Any], wire.Payload | bytes]:
+        """One checked call on the inputs of ``seed``; replies with the outputs and the digests of
+        the arguments afterwards (under the judge's ``digest_key``), from which the judge decides
+        whether the call changed its inputs."""
         assert self.function is not None
         args = self.draw(shape, seed, strided)
-        # Declared outputs (a KV cache) are meant to change: no copy of them.
-        pristine = [None if i in self.output_args else _fresh_copy(a) for i, a in enumerate(args)]
         try:
             output = self.function(*args)
             self._synchronize()
@@ -282,11 +282,12 @@ class Worker:
         outputs, kind = self._outputs(output, args)
         if outputs is None:
             return {"ok": True, "output_type": kind}, b""
-        unchanged = inputs_unchanged(pristine, args, skip=tuple(self.output_args))
         payload = wire.encode_values(outputs, self.library)
         devices = sorted({str(o.device) for o in outputs}) if self.torch is not None else ["cpu"]
+        # Declared outputs (a KV cache) are meant to change: no digest of them.
+        digests = input_digests(args, digest_key, skip=tuple(self.output_args))
         reply = {"ok": True, "output_type": "exact", "outputs": len(outputs), "output_devices": devices,
-                 "inputs_unchanged": unchanged}
+                 "input_digests": digests}
         return reply, payload
 
     # --- timing -------------------------------------------------------------------------------
@@ -420,7 +421,7 @@ class Worker:
             kernels.append([event.name, elapsed, int(getattr(event, "device_resource_id", -1))])
         return {"ok": True, "kernels": kernels, "own_kernels": self.own_kernels}
 
-    def timed_outputs_payload(self, slots: list[int]) -> tuple[dict[str, Any], bytes]:
+    def timed_outputs_payload(self, slots: list[int]) -> tuple[dict[str, Any], wire.Payload | bytes]:
         """The last outputs of the call buffers the judge picked (it picks after timing, at random)."""
         items, values = [], []
         count = 0
@@ -437,7 +438,7 @@ class Worker:
         reply = {"ok": True, "output_type": "exact", "items": items, "outputs": count}
         return reply, wire.encode_values(values, self.library)
 
-    def handle(self, header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
+    def handle(self, header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], wire.Payload | bytes]:
         op = header.get("op")
         if op == "load":
             output_args = [int(i) for i in header.get("output_args", [])]
@@ -445,7 +446,7 @@ class Worker:
             return self.load(solution, entry, header.get("compile_cache"), output_args, dict(header.get("inputs") or {})), b""
         if op == "call":
             strided = tuple(int(i) for i in header.get("strided", []))
-            return self.call(dict(header["shape"]), int(header["seed"]), strided)
+            return self.call(dict(header["shape"]), int(header["seed"]), strided, int(header.get("digest_key", 0)))
         if op == "stage":
             seeds = [int(seed) for seed in header["seeds"]]
             return self.stage(dict(header["shape"]), seeds, int(header.get("buffers", 3))), b""
@@ -462,7 +463,7 @@ class Worker:
             return self.wall_check(int(header.get("calls", 10)), int(header.get("sleep_cycles", 0))), b""
         return {"ok": False, "kind": "infra_error", "message": f"unknown op {op!r}"}, b""
 
-    def serve(self, read_fd: int, write_fd: int) -> None:
+    def serve(self, read_fd: int, write_fd: int, shared_fd: int | None = None) -> None:
         """Answer requests until the judge says exit; every reply echoes its request's nonce."""
         while True:
             try:
@@ -473,17 +474,18 @@ class Worker:
                 return
             nonce = header.pop("nonce", None)
             reply, out = self.handle(header, payload)
-            wire.send(write_fd, {**reply, "nonce": nonce}, out)
+            wire.send(write_fd, {**reply, "nonce": nonce}, out, shared_fd)
 
 
 def main(argv: list[str]) -> int:
     read_fd, write_fd = int(argv[1]), int(argv[2])
+    shared_fd = int(argv[3]) if len(argv) > 3 else None
     header, _ = wire.receive(read_fd)
     nonce = header.get("nonce")
     worker = Worker(header["library"], header["device"])
     worker.cpu = header.get("cpu")
     wire.send(write_fd, {"ok": True, "pid": os.getpid(), "nonce": nonce})
-    worker.serve(read_fd, write_fd)
+    worker.serve(read_fd, write_fd, shared_fd)
     return 0
 
 

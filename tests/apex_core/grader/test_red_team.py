@@ -181,6 +181,23 @@ def test_a_forged_reply_written_to_the_judges_channel_is_tampering(task, tmp_pat
     assert result.speedup is None or result.speedup <= 1.0
 
 
+def test_mutating_the_inputs_is_caught_even_when_the_worker_is_patched_to_deny_it(task, tmp_path):
+    # The worker runs as __main__; a solution can replace anything in it. The judge decides from
+    # the inputs' digests under its own key, which the solution cannot produce without the
+    # original inputs.
+    body = """
+    worker_module = sys.modules["__main__"]
+    worker_module.input_digests = lambda args, key, skip=(): [None] * len(args)
+    def rms_norm(x, weight, eps):
+        out = _correct(x, weight, eps)
+        x[...] = 0
+        return out
+    """
+    result = grade(task, write(tmp_path, body), FAST)
+    assert result.outcome in (Outcome.wrong_answer, Outcome.tampering)
+    assert not result.correct and result.speedup is None
+
+
 def test_patching_the_timer_does_not_fool_the_timing_and_is_tampering(task, tmp_path):
     body = """
     time.perf_counter_ns = lambda: 0
