@@ -89,7 +89,13 @@ def profile_one_grading(task, solution: Path, options: GradeOptions, out: Path) 
 
 def baseline_vs_itself(task, options: GradeOptions, repeats: int) -> dict:
     """(d): the baseline graded as a solution against itself; every speedup should be 1.0."""
-    self_runs = [grade(task, task.baseline_path, options) for _ in range(repeats)]
+    self_runs = []
+    for index in range(repeats):
+        result = grade(task, task.baseline_path, options)
+        self_runs.append(result)
+        # One line per grading, so that a run cut short by its time limit still leaves its figures.
+        print(f"(d) grading {index + 1}: {result.elapsed_s:.1f} s, speedups "
+              + " ".join(f"{t.speedup:.4f}" for t in result.timings) + f", credited {result.speedup}", flush=True)
     self_runs = [r for r in self_runs if len(r.timings) == len(SHAPES)]
     report: dict = {}
     for i, shape in enumerate(SHAPES):

@@ -365,14 +365,15 @@ class _Run:
         """One call at ``shape`` on the inputs of ``seed``; ``strided``: arguments the worker passes
         as row-strided views (same values, so the reference is computed on contiguous ones)."""
         library = self.task.array_library
-        args = self.inputs(shape, seed)
         digest_key = secrets.randbits(62)
+        request = {"op": "call", "shape": shape, "seed": seed, "strided": list(strided), "digest_key": digest_key}
+        pending = worker.submit(request)  # the worker calls while the judge computes the reference
+        args = self.inputs(shape, seed)
         # Before the reference runs: the inputs as drawn, whatever the reference does with them.
         digests = digest.input_digests(args, digest_key, skip=self.task.output_args)
         expected = self.expected(args)
+        reply, payload = worker.collect(pending)
         self._check_signal(expected, shape)
-        request = {"op": "call", "shape": shape, "seed": seed, "strided": list(strided), "digest_key": digest_key}
-        reply, payload = worker.request(request)
         if not reply.get("ok"):
             return Outcome.runtime_error, Comparison(passed=False, message=str(reply.get("message", "the call raised")))
         if reply.get("output_type") != "exact":

@@ -10,6 +10,7 @@ and then kills the reaper's group as a last resort.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import json
@@ -21,9 +22,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from apex_core.grader import wire
 
@@ -167,6 +169,16 @@ TIMING_CORES: set[int] = set()
 """Cores handed out as timing cores so far (the judge records each one it uses)."""
 
 
+@dataclass(frozen=True)
+class PendingRequest:
+    """A request sent to a worker whose reply has not been read yet."""
+
+    op: str
+    nonce: str
+    deadline: float
+    timeout_s: float
+
+
 class WorkerProcess:
     """One child process that imports its libraries at start and loads one solution later."""
 
@@ -260,27 +272,42 @@ class WorkerProcess:
     def request(
         self, header: dict[str, Any], payload: bytes = b"", timeout_s: float | None = None
     ) -> tuple[dict[str, Any], memoryview | bytes]:
+        return self.collect(self.submit(header, payload, timeout_s))
+
+    def submit(self, header: dict[str, Any], payload: bytes = b"", timeout_s: float | None = None) -> PendingRequest:
+        """Send a request without waiting: the judge can work (compute the reference) meanwhile.
+        One request at a time; ``collect`` its reply before submitting the next."""
         timeout = self.timeout_s if timeout_s is None else timeout_s
-        nonce = secrets.token_hex(16)
+        pending = PendingRequest(str(header.get("op")), secrets.token_hex(16), time.monotonic() + timeout, timeout)
+        with self._failures(pending):
+            wire.send(self._to_worker, {**header, "nonce": pending.nonce}, payload)
+        return pending
+
+    def collect(self, pending: PendingRequest) -> tuple[dict[str, Any], memoryview | bytes]:
+        """The reply to ``pending``; a missing, late or forged one is a WorkerFailure."""
+        with self._failures(pending):
+            remaining = max(pending.deadline - time.monotonic(), 0.0)
+            reply, reply_payload = wire.receive(self._from_worker, timeout=remaining, shared_fd=self._shared)
+        if reply.get("nonce") != pending.nonce:
+            self.kill()
+            raise WorkerFailure("tampering", f"a reply to '{pending.op}' did not carry the judge's nonce: it was forged")
+        return reply, reply_payload
+
+    @contextlib.contextmanager
+    def _failures(self, pending: PendingRequest) -> Iterator[None]:
+        """A broken channel as the outcome it means: a timeout, or the worker's death and why."""
         try:
-            wire.send(self._to_worker, {**header, "nonce": nonce}, payload)
-            reply, reply_payload = wire.receive(self._from_worker, timeout=timeout, shared_fd=self._shared)
-            if reply.get("nonce") != nonce:
-                self.kill()
-                raise WorkerFailure(
-                    "tampering", f"a reply to '{header.get('op')}' did not carry the judge's nonce: it was forged"
-                )
-            return reply, reply_payload
+            yield
         except wire.ChannelTimeout:
             self.kill()
-            raise WorkerFailure("timeout", f"no answer to '{header.get('op')}' within {timeout:g} s") from None
+            raise WorkerFailure("timeout", f"no answer to '{pending.op}' within {pending.timeout_s:g} s") from None
         except (wire.ChannelClosed, BrokenPipeError, ValueError):
             try:
                 code: int | None = self.process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 code = None
             self.kill()
-            raise WorkerFailure("crash", f"the process died during '{header.get('op')}' ({self._death(code)})") from None
+            raise WorkerFailure("crash", f"the process died during '{pending.op}' ({self._death(code)})") from None
 
     def _death(self, code: int | None) -> str:
         """Why the worker ended, from the reaper's exit code and marker."""
