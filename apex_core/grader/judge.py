@@ -24,11 +24,12 @@ from pydantic import BaseModel, Field
 
 import apex_core
 from apex_core.errors import ApexUserError, SolutionFileError
-from apex_core.grader import digest, fingerprint, integrity, native, prescan, stats, trace_checks, wall_clock, wire
+from apex_core.grader import digest, fingerprint, integrity, native, prescan, stats, trace_checks, wall_clock
 from apex_core.kernels import seeded
 from apex_core.grader.fingerprint import Clocks
 from apex_core.grader.compare import Comparison, as_float64, as_output_list, compare_all, dtype_name
 from apex_core.grader.cache import default_cache_dir
+from apex_core.grader.payload import decode_values
 from apex_core.grader.pool import POOL
 from apex_core.grader.process import TIMING_CORES, WorkerFailure, WorkerProcess, WorkerSpec, sandbox_identity
 from apex_core.grader.result import GradeResult, Outcome, Provenance, ShapeCheck, ShapeTiming
@@ -381,7 +382,7 @@ class _Run:
             message = f"returned {reply.get('output_type')}, expected exactly {wanted} or a tuple of them"
             return Outcome.wrong_answer, Comparison(passed=False, message=message)
         try:
-            outputs = wire.decode_values(payload, library)
+            outputs = decode_values(payload, library)
         except Exception:  # whatever the bytes were, they were not plain arrays
             return Outcome.wrong_answer, Comparison(passed=False, message="the output could not be decoded as plain arrays")
         devices = {str(d).split(":")[0] for d in reply.get("output_devices", [])}
@@ -486,7 +487,7 @@ class _Run:
         if reply.get("output_type") != "exact":
             raise _Failed(Outcome.wrong_answer, f"a timed call at shape {shape} returned {reply.get('output_type')}")
         try:
-            values = wire.decode_values(payload, library)
+            values = decode_values(payload, library)
             count = max(1, int(reply.get("outputs", 1)))
         except Exception:  # whatever the bytes were, they were not plain arrays
             raise _Failed(Outcome.wrong_answer, "the outputs of the timed calls could not be decoded") from None

@@ -195,10 +195,11 @@ class WorkerProcess:
         self._from_worker, from_worker_w = os.pipe()
         for fd in (self._to_worker, from_worker_w):
             _widen_pipe(fd)
-        self._shared = wire.shared_file()
-        """Where the worker leaves large replies (call outputs): one copy each way instead of a pipe."""
+        self._shared = wire.SharedFile.create()
+        """Where the worker leaves large replies (call outputs); None where the system has none."""
+        passed = (to_worker_r, from_worker_w) + ((self._shared.fd,) if self._shared else ())
         config = {
-            "pass_fds": [to_worker_r, from_worker_w, self._shared],
+            "pass_fds": list(passed),
             "scratch": str(self.scratch),
             "memory_bytes": self.memory_bytes,
             "address_space_bytes": self.memory_bytes + 2 * 1024**3 if spec.limit_address_space else None,
@@ -208,13 +209,11 @@ class WorkerProcess:
             "uid": self.identity[0] if self.identity else None,
             "gid": self.identity[1] if self.identity else None,
         }
-        worker_argv = [
-            sys.executable, "-s", "-m", "apex_core.grader.worker", str(to_worker_r), str(from_worker_w), str(self._shared)
-        ]  # fmt: skip
+        worker_argv = [sys.executable, "-s", "-m", "apex_core.grader.worker", *(str(fd) for fd in passed)]
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-s", "-m", "apex_core.grader.reaper", json.dumps(config), "--", *worker_argv],
-                pass_fds=(to_worker_r, from_worker_w, self._shared),
+                pass_fds=passed,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -287,7 +286,7 @@ class WorkerProcess:
         """The reply to ``pending``; a missing, late or forged one is a WorkerFailure."""
         with self._failures(pending):
             remaining = max(pending.deadline - time.monotonic(), 0.0)
-            reply, reply_payload = wire.receive(self._from_worker, timeout=remaining, shared_fd=self._shared)
+            reply, reply_payload = wire.receive(self._from_worker, timeout=remaining, shared=self._shared)
         if reply.get("nonce") != pending.nonce:
             self.kill()
             raise WorkerFailure("tampering", f"a reply to '{pending.op}' did not carry the judge's nonce: it was forged")
@@ -345,11 +344,13 @@ class WorkerProcess:
         # No polite exit first: the worker's own shutdown (interpreter, device context) took about
         # a second of every grading, and nothing of it is worth keeping.
         self.kill()
-        for fd in (self._to_worker, self._from_worker, self._shared):
+        for fd in (self._to_worker, self._from_worker):
             try:
                 os.close(fd)
             except OSError:
                 pass
+        if self._shared is not None:
+            self._shared.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def __enter__(self) -> WorkerProcess:

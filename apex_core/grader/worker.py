@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from apex_core.grader import native, wire
 from apex_core.grader.digest import input_digests  # bound before any solution is imported
+from apex_core.grader.payload import Payload, encode_values
 
 _perf_counter_ns = time.perf_counter_ns  # bound before any candidate code runs
 
@@ -268,7 +269,7 @@ class Worker:
 
     def call(
         self, shape: dict[str, int], seed: int, strided: tuple[int, ...] = (), digest_key: int = 0
-    ) -> tuple[dict[str, Any], wire.Payload | bytes]:
+    ) -> tuple[dict[str, Any], Payload | bytes]:
         """One checked call on the inputs of ``seed``; replies with the outputs and the digests of
         the arguments afterwards (under the judge's ``digest_key``), from which the judge decides
         whether the call changed its inputs."""
@@ -282,13 +283,13 @@ class Worker:
         outputs, kind = self._outputs(output, args)
         if outputs is None:
             return {"ok": True, "output_type": kind}, b""
-        payload = wire.encode_values(outputs, self.library)
+        encoded = encode_values(outputs, self.library)
         devices = sorted({str(o.device) for o in outputs}) if self.torch is not None else ["cpu"]
         # Declared outputs (a KV cache) are meant to change: no digest of them.
         digests = input_digests(args, digest_key, skip=tuple(self.output_args))
         reply = {"ok": True, "output_type": "exact", "outputs": len(outputs), "output_devices": devices,
                  "input_digests": digests}
-        return reply, payload
+        return reply, encoded
 
     # --- timing -------------------------------------------------------------------------------
     #
@@ -421,7 +422,7 @@ class Worker:
             kernels.append([event.name, elapsed, int(getattr(event, "device_resource_id", -1))])
         return {"ok": True, "kernels": kernels, "own_kernels": self.own_kernels}
 
-    def timed_outputs_payload(self, slots: list[int]) -> tuple[dict[str, Any], wire.Payload | bytes]:
+    def timed_outputs_payload(self, slots: list[int]) -> tuple[dict[str, Any], Payload | bytes]:
         """The last outputs of the call buffers the judge picked (it picks after timing, at random)."""
         items, values = [], []
         count = 0
@@ -436,9 +437,9 @@ class Worker:
             values.extend(outputs)
             count = len(outputs)
         reply = {"ok": True, "output_type": "exact", "items": items, "outputs": count}
-        return reply, wire.encode_values(values, self.library)
+        return reply, encode_values(values, self.library)
 
-    def handle(self, header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], wire.Payload | bytes]:
+    def handle(self, header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], Payload | bytes]:
         op = header.get("op")
         if op == "load":
             output_args = [int(i) for i in header.get("output_args", [])]
@@ -463,7 +464,7 @@ class Worker:
             return self.wall_check(int(header.get("calls", 10)), int(header.get("sleep_cycles", 0))), b""
         return {"ok": False, "kind": "infra_error", "message": f"unknown op {op!r}"}, b""
 
-    def serve(self, read_fd: int, write_fd: int, shared_fd: int | None = None) -> None:
+    def serve(self, read_fd: int, write_fd: int, shared: wire.SharedFile | None = None) -> None:
         """Answer requests until the judge says exit; every reply echoes its request's nonce."""
         while True:
             try:
@@ -474,18 +475,18 @@ class Worker:
                 return
             nonce = header.pop("nonce", None)
             reply, out = self.handle(header, payload)
-            wire.send(write_fd, {**reply, "nonce": nonce}, out, shared_fd)
+            wire.send(write_fd, {**reply, "nonce": nonce}, out, shared)
 
 
 def main(argv: list[str]) -> int:
     read_fd, write_fd = int(argv[1]), int(argv[2])
-    shared_fd = int(argv[3]) if len(argv) > 3 else None
+    shared = wire.SharedFile(int(argv[3])) if len(argv) > 3 else None
     header, _ = wire.receive(read_fd)
     nonce = header.get("nonce")
     worker = Worker(header["library"], header["device"])
     worker.cpu = header.get("cpu")
     wire.send(write_fd, {"ok": True, "pid": os.getpid(), "nonce": nonce})
-    worker.serve(read_fd, write_fd, shared_fd)
+    worker.serve(read_fd, write_fd, shared)
     return 0
 
 
