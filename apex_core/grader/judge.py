@@ -78,8 +78,18 @@ MAX_REPS_PER_REQUEST = 32
 small kernels) and at least MIN_ROUNDS of them, so drift in clocks or temperature falls on both
 alike. With requests of up to 200 calls, the baseline timed against itself came out up to 1.9%
 off at (256, 4096) on an H200 (2026-11-29)."""
-LAUNCH_COVER_CYCLES = 1_000_000
-"""GPU cycles (~0.5 ms at 2 GHz) the device spins before each timed call, hiding the host's launch."""
+COVER_FACTOR = 3
+COVER_MARGIN_NS = 20_000
+MIN_COVER_NS = 50_000
+MAX_COVER_NS = 1_000_000
+"""Before each timed GPU call the device spins while the host launches it. The spin lasts
+COVER_FACTOR times the baseline's launch time at that shape plus COVER_MARGIN_NS, within
+[MIN_COVER_NS, MAX_COVER_NS]: sized from the baseline's launch, not the solution's, so that a
+solution moving work to the host before its launch has it timed rather than hidden."""
+
+
+def launch_cover_ns(baseline_launch_ns: int) -> int:
+    return int(min(MAX_COVER_NS, max(MIN_COVER_NS, COVER_FACTOR * baseline_launch_ns + COVER_MARGIN_NS)))
 
 
 def _timing_cpu(device: str) -> int | None:
@@ -408,12 +418,15 @@ class _Run:
         flush = spec.cache_flush_bytes if spec else DEFAULT_FLUSH_BYTES
         workers = {"baseline": baseline, "solution": candidate}
         buffers = SMALL_CALL_BUFFERS if self.call_bytes(shape) <= SMALL_CALL_BYTES else CALL_BUFFERS
+        launch_ns: dict[str, int] = {}
         with self.phase("timing.stage"):
             for name, worker in workers.items():
                 reply, _ = worker.request({"op": "stage", "shape": shape, "seeds": seeds, "buffers": buffers})
                 self._require_ok(reply, name)
                 reply, _ = worker.request({"op": "warmup", "min_calls": 10, "min_seconds": 0.025})
                 self._require_ok(reply, name)
+                launch_ns[name] = int(reply.get("launch_ns", 0))
+        cover_ns = launch_cover_ns(launch_ns["baseline"]) if on_gpu else 0
         samples: dict[str, list[int]] = {"baseline": [], "solution": []}
         threads: dict[str, int] = {}
         reps = 5
@@ -428,7 +441,7 @@ class _Run:
                     "op": "time",
                     "reps": reps,
                     "flush_bytes": flush if on_gpu else 0,
-                    "sleep_cycles": LAUNCH_COVER_CYCLES if on_gpu else 0,
+                    "cover_ns": cover_ns,
                 }
                 reply, _ = worker.request(request)
                 self._require_ok(reply, name)
@@ -446,7 +459,7 @@ class _Run:
             self._check_timed_outputs(candidate, shape, seeds, buffers)
         if on_gpu:
             with self.phase("timing.wall_clock"):
-                self._check_wall_clock(candidate, shape)
+                self._check_wall_clock(candidate, shape, cover_ns)
         if index == 0 and on_gpu:
             with self.phase("trace"):
                 self._check_trace(baseline, candidate)
@@ -467,6 +480,8 @@ class _Run:
             baseline_samples_ns=samples["baseline"],
             solution_samples_ns=samples["solution"],
             roofline_floor_ns=floor_ns,
+            launch_cover_ns=cover_ns or None,
+            solution_launch_ns=launch_ns["solution"] if on_gpu else None,
         )
 
     @staticmethod
@@ -500,9 +515,9 @@ class _Run:
                     f"the output of a timed call at shape {shape} is wrong (stale or cached?): {comparison.message}",
                 )
 
-    def _check_wall_clock(self, candidate: WorkerProcess, shape: Shape) -> None:
+    def _check_wall_clock(self, candidate: WorkerProcess, shape: Shape, cover_ns: int) -> None:
         """The host's wall clock must not see device work that the timer's events missed."""
-        reply, _ = candidate.request({"op": "wall_check", "calls": WALL_CHECK_CALLS, "sleep_cycles": LAUNCH_COVER_CYCLES})
+        reply, _ = candidate.request({"op": "wall_check", "calls": WALL_CHECK_CALLS, "cover_ns": cover_ns})
         self._require_ok(reply, "solution")
         reason = wall_clock.unseen_work_reason(
             [int(v) for v in reply.get("event_ns", [])], [int(v) for v in reply.get("after_end_ns", [])]
@@ -659,7 +674,7 @@ def _provenance(
         clocks_after=fingerprint.read_clocks(on_gpu),
         timing_method=timing_method
         or (
-            "cuda events per call after a device spin that hides the launch, cache flush of 2x the "
+            "cuda events per call after a device spin sized from the baseline's launch time, cache flush of 2x the "
             "last-level cache, rotating refilled inputs, interleaved A/B, adaptive; speedup interval "
             "widened by the measured spread between worker processes"
             if on_gpu

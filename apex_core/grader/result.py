@@ -44,6 +44,10 @@ class ShapeTiming(BaseModel):
     baseline_samples_ns: list[int]
     solution_samples_ns: list[int]
     roofline_floor_ns: float | None = None
+    launch_cover_ns: int | None = None
+    """How long the device spun before each timed call, hiding the host's launch (GPU only)."""
+    solution_launch_ns: int | None = None
+    """The solution's host-side launch time (90th percentile); beyond the cover it is timed."""
 
 
 class Provenance(BaseModel):

@@ -61,6 +61,9 @@ def _copy_into(target: Any, source: Any) -> None:
         np.copyto(target, source)
 
 
+CALIBRATION_CYCLES = 200_000
+
+
 class _DeviceTimers:
     """The timing primitives, bound before any solution code is imported.
 
@@ -82,11 +85,28 @@ class _DeviceTimers:
         self._device = device
         self._zero = torch.Tensor.zero_
 
-    def cover_launch(self, cycles: int) -> None:
-        """Keep the device busy while the host launches the call, so that the events time the
-        kernels, not the Python launch overhead."""
-        if self._sleep is not None and cycles > 0:
-            self._sleep(cycles)
+        self.spin_cycles_per_ns = 2.0
+        """Rate of the device spin's clock, measured by ``calibrate`` (the spin counts cycles of a
+        clock whose rate differs between vendors and with the clock state)."""
+
+    def calibrate(self) -> None:
+        """Time the spin itself with events (median of 3); called when the device is warm."""
+        if self._sleep is None:
+            return
+        rates = []
+        for _ in range(3):
+            self.record(self.start)
+            self._sleep(CALIBRATION_CYCLES)
+            self.record(self.end)
+            self.synchronize()
+            rates.append(CALIBRATION_CYCLES / max(self.elapsed(self.start, self.end) * 1e6, 1.0))
+        self.spin_cycles_per_ns = sorted(rates)[1]
+
+    def cover_launch(self, cover_ns: int) -> None:
+        """Keep the device busy for ``cover_ns`` while the host launches the call, so that the
+        events time the kernels, not the Python launch overhead."""
+        if self._sleep is not None and cover_ns > 0:
+            self._sleep(max(1, int(cover_ns * self.spin_cycles_per_ns)))
 
     def new_flush_buffer(self, flush_bytes: int) -> Any:
         return self._zeros(flush_bytes // 4, dtype=self._int32, device=self._device)
@@ -334,18 +354,33 @@ class Worker:
         return self.buffers[slot]
 
     def warmup(self, min_calls: int, min_seconds: float) -> dict[str, Any]:
+        """Call until warm; reply with the host's launch time (90th percentile of recording the
+        start event, the call and the end event, without waiting for the device), from which the
+        judge sizes the launch cover, and calibrate the device spin now that the clocks are up."""
         assert self.function is not None
         calls, start = 0, _perf_counter_ns()
+        launches: list[int] = []
+        timers = self.timers
         try:
             while calls < min_calls or (_perf_counter_ns() - start) / 1e9 < min_seconds:
-                self.function(*self.pool[calls % len(self.pool)])
+                args = self.pool[calls % len(self.pool)]
+                began = _perf_counter_ns()
+                if timers is not None:
+                    timers.record(timers.start)
+                self.function(*args)
+                if timers is not None:
+                    timers.record(timers.end)
+                launches.append(_perf_counter_ns() - began)
                 calls += 1
             self._synchronize()
         except BaseException as exc:
             return {"ok": False, "kind": "runtime_error", "message": describe_exception(exc, self.solution_path)}
-        return {"ok": True, "calls": calls}
+        if timers is not None:
+            timers.calibrate()
+        warm = sorted(launches[2:] or launches)
+        return {"ok": True, "calls": calls, "launch_ns": warm[int(0.9 * (len(warm) - 1))]}
 
-    def time_samples(self, reps: int, flush_bytes: int, sleep_cycles: int) -> dict[str, Any]:
+    def time_samples(self, reps: int, flush_bytes: int, cover_ns: int) -> dict[str, Any]:
         assert self.function is not None
         samples: list[int] = []
         timers = self.timers
@@ -358,7 +393,7 @@ class Worker:
                         self.flush_buffer = timers.new_flush_buffer(flush_bytes)
                     if self.flush_buffer is not None:
                         timers.flush(self.flush_buffer)
-                    timers.cover_launch(sleep_cycles)
+                    timers.cover_launch(cover_ns)
                     timers.record(timers.start)
                     output = self.function(*args)
                     timers.record(timers.end)
@@ -373,7 +408,7 @@ class Worker:
             return {"ok": False, "kind": "runtime_error", "message": describe_exception(exc, self.solution_path)}
         return {"ok": True, "samples_ns": samples, "python_threads": threading.active_count()}
 
-    def wall_check(self, calls: int, sleep_cycles: int) -> dict[str, Any]:
+    def wall_check(self, calls: int, cover_ns: int) -> dict[str, Any]:
         """Per call, under the timed samples' launch cover: the events' time, and the host's wait
         from the end event's completion to the end of a device-wide synchronization (see
         ``wall_clock``)."""
@@ -387,7 +422,7 @@ class Worker:
             for i in range(calls):
                 args = self._refill(i % len(self.buffers))
                 timers.synchronize()
-                timers.cover_launch(sleep_cycles)
+                timers.cover_launch(cover_ns)
                 timers.record(timers.start)
                 self.function(*args)
                 timers.record(timers.end)
@@ -454,14 +489,14 @@ class Worker:
         if op == "warmup":
             return self.warmup(int(header["min_calls"]), float(header["min_seconds"])), b""
         if op == "time":
-            reps, flush, sleep = int(header["reps"]), int(header.get("flush_bytes", 0)), int(header.get("sleep_cycles", 0))
-            return self.time_samples(reps, flush, sleep), b""
+            reps, flush, cover = int(header["reps"]), int(header.get("flush_bytes", 0)), int(header.get("cover_ns", 0))
+            return self.time_samples(reps, flush, cover), b""
         if op == "timed_outputs":
             return self.timed_outputs_payload([int(slot) for slot in header.get("slots", [])])
         if op == "profile":
             return self.profile_call(), b""
         if op == "wall_check":
-            return self.wall_check(int(header.get("calls", 10)), int(header.get("sleep_cycles", 0))), b""
+            return self.wall_check(int(header.get("calls", 10)), int(header.get("cover_ns", 0))), b""
         return {"ok": False, "kind": "infra_error", "message": f"unknown op {op!r}"}, b""
 
     def serve(self, read_fd: int, write_fd: int, shared: wire.SharedFile | None = None) -> None:
