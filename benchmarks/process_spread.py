@@ -96,8 +96,10 @@ def main() -> None:
     for index in range(args.processes):
         done = subprocess.run(
             [sys.executable, __file__, "--child", "--rounds", str(args.rounds), "--reps", str(args.reps)],
-            capture_output=True, text=True, check=True,
+            capture_output=True, text=True, check=False,
         )
+        if done.returncode != 0:
+            raise SystemExit(f"process {index + 1} failed:\n{done.stderr[-3000:]}")
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(f"process {index + 1}: {results[-1]}", flush=True)
     summary = {}
