@@ -166,8 +166,14 @@ def main() -> None:
                 (sum(r.timings[i].baseline_samples_ns) + sum(r.timings[i].solution_samples_ns)) / 1e9 for r in runs
             ),
         }
+        counts = [len(r.timings[i].solution_samples_ns) for r in runs]
+        covers = [r.timings[i].launch_cover_ns or 0 for r in runs]
+        report["repeatability"][f"tokens={shape['tokens']}"].update(
+            {"samples_per_side_median": statistics.median(counts), "launch_cover_us_median": statistics.median(covers) / 1e3}
+        )
         print(f"(c) {shape}: solution median min/med/max {min(medians):.2f}/{center:.2f}/{max(medians):.2f} us, "
-              f"speedup {min(speedups):.3f}-{max(speedups):.3f}")
+              f"speedup {min(speedups):.3f}-{max(speedups):.3f}; {statistics.median(counts):.0f} samples per side, "
+              f"launch cover {statistics.median(covers) / 1e3:.0f} us")
 
     report["baseline_vs_itself"] = baseline_vs_itself(task, options, args.self_repeats)
 

@@ -64,15 +64,27 @@ def median(samples: list[int]) -> float:
 
 
 def relative_standard_error_of_median(samples: list[int]) -> float:
-    """≈ 1.2533·σ/√n relative to the median (the asymptotic standard error of a median)."""
+    """The median's standard error relative to it, from order statistics: the distribution-free
+    95% interval of a median runs from the (n/2 - 0.98·√n)-th to the (n/2 + 0.98·√n)-th sample,
+    and half its width divided by 1.96 is one standard error.
+
+    The asymptotic formula 1.2533·σ/√n used before rests on the standard deviation, which a few
+    samples stretched by a preempted host inflate without moving the median. On an H200
+    (2026-11-30) the timing loops took about 1.4 s of a 3.9 s grading, as if the two small shapes
+    of grader_bench ran to their 0.6 s budget each. The order statistics ignore such tails, and
+    on a stepped timer they measure the median's spread in whole steps.
+    """
     n = len(samples)
     if n < 3:
         return math.inf
-    values = np.asarray(samples, dtype=np.float64)
-    center = float(np.median(values))
+    ordered = np.sort(np.asarray(samples, dtype=np.float64))
+    center = float(np.median(ordered))
     if center <= 0:
         return math.inf
-    return 1.2533 * float(np.std(values, ddof=1)) / math.sqrt(n) / center
+    half_width = 0.98 * math.sqrt(n)
+    low = max(0, math.floor(n / 2 - half_width))
+    high = min(n - 1, math.ceil(n / 2 + half_width))
+    return float(ordered[high] - ordered[low]) / (2 * 1.96) / center
 
 
 def bootstrap_speedup_draws(baseline: list[int], solution: list[int], draws: int, seed: int) -> np.ndarray:

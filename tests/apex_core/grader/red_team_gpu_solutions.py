@@ -37,6 +37,10 @@ VARIANTS: dict[str, tuple[bool, str]] = {
         True,
         "_side = None\n\n\ndef rms_norm(x, weight, eps):\n    global _side\n    if _side is None:\n        _side = torch.cuda.Stream()\n    y = torch.empty_like(x)\n    _side.wait_stream(torch.cuda.current_stream())\n    with torch.cuda.stream(_side):\n        for _ in range(20):\n            _launch(x, weight, eps, y)\n    return y\n",
     ),
+    "side_stream_late": (
+        True,
+        "_side = None\n\n\ndef rms_norm(x, weight, eps):\n    global _side\n    if _side is None:\n        _side = torch.cuda.Stream()\n    y = torch.empty_like(x)\n    _side.wait_stream(torch.cuda.current_stream())\n    with torch.cuda.stream(_side):\n        torch.cuda._sleep(2_000_000)  # about a millisecond of device work the timed stream never waits for\n        _launch(x, weight, eps, y)\n    return y\n",
+    ),
     "try_except_fallback": (
         True,
         "def rms_norm(x, weight, eps):\n    try:\n        return _rms_rows[(1,)](x, weight)  # a launch with missing arguments raises\n    except Exception:\n        x32 = x.float()\n        return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)\n",

@@ -59,10 +59,12 @@ def test_cheats_get_their_verdict_and_no_credit(task, name, outcome, tmp_path):
 
 
 def test_work_left_on_a_side_stream_is_caught_by_the_wall_clock_before_any_trace(task, tmp_path):
-    # At a large shape the 20 hidden launches take hundreds of microseconds after the end event;
-    # the wall-clock check runs before the profiler's stream check, so it is the one that fires.
+    # The side stream holds about a millisecond of work after the timer's end event; the
+    # wall-clock check runs before the profiler's stream check, so it is the one that fires.
+    # (The plain side_stream cheat launches 20 kernels from Python: the device keeps up with the
+    # launches, so almost nothing outlasts the end event and the events time the launches.)
     large = task.model_copy(update={"benchmark_shapes": [{"tokens": 8192, "hidden": 4096}]})
-    result = grade(large, solutions.write_solution("side_stream", tmp_path), OPTIONS)
+    result = grade(large, solutions.write_solution("side_stream_late", tmp_path), OPTIONS)
     assert result.outcome is Outcome.tampering, (result.outcome, result.reason)
     assert _flags(result, "unseen_device_work"), result.flags
     assert result.speedup is None or result.speedup <= 1.0

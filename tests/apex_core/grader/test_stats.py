@@ -73,3 +73,16 @@ def test_a_real_gain_stays_outside_the_widened_interval():
 def test_the_widening_is_the_same_for_the_same_seed():
     draws = np.full(100, 1.1)
     assert np.array_equal(stats.with_between_process_spread(draws, 6000.0, seed=3), stats.with_between_process_spread(draws, 6000.0, seed=3))
+
+
+def test_a_few_far_outliers_do_not_make_a_stable_median_look_uncertain():
+    rng = np.random.default_rng(3)
+    samples = [int(v) for v in rng.normal(6000, 30, size=300)] + [90_000] * 6
+    assert stats.relative_standard_error_of_median(samples) < 0.001
+
+
+def test_a_wide_distribution_still_needs_more_samples():
+    rng = np.random.default_rng(4)
+    few = [int(v) for v in rng.normal(6000, 900, size=40)]
+    assert stats.relative_standard_error_of_median(few) > 0.01
+    assert stats.relative_standard_error_of_median(few * 25) < stats.relative_standard_error_of_median(few) / 3
