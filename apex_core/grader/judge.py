@@ -16,6 +16,7 @@ import secrets
 import shutil
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal
 
@@ -660,6 +661,7 @@ def _provenance(
     public_seed: int,
     clocks_before: Clocks | None = None,
     timing_method: str = "",
+    clocks_after: Clocks | None = None,
 ) -> Provenance:
     on_gpu = device_name != "cpu"
     env = fingerprint.environment(on_gpu)
@@ -671,7 +673,7 @@ def _provenance(
         environment=env,
         environment_key=env.key(),
         clocks_before=clocks_before,
-        clocks_after=fingerprint.read_clocks(on_gpu),
+        clocks_after=clocks_after,
         timing_method=timing_method
         or (
             "cuda events per call after a device spin sized from the baseline's launch time, cache flush of 2x the "
@@ -710,6 +712,8 @@ def _require_magpie(task: Task) -> None:
         raise ApexUserError(f"--backend magpie cannot grade {task.id}: {reason}; use --backend apex")
 
 
+_BACKGROUND = ThreadPoolExecutor(max_workers=2, thread_name_prefix="apex-judge")
+"""Reads the judge needs but need not wait for at once (the clocks before and after a grading)."""
 _DIRTY_ENVIRONMENT: list[str] = []
 """Set once a solution changed an installed library; nothing graded here after that can be trusted."""
 
@@ -732,7 +736,8 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
     outcome, reason = Outcome.ok, ""
     with run.phase("integrity"):
         snapshot = integrity.take_snapshot()
-    clocks_before = fingerprint.read_clocks(run.device != "cpu")
+    # The clocks are read by a vendor tool (tens of milliseconds): alongside the work, not before it.
+    clocks_before = _BACKGROUND.submit(fingerprint.read_clocks, run.device != "cpu")
     try:
         if _DIRTY_ENVIRONMENT:
             raise _Failed(
@@ -765,6 +770,7 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
 
     if hard and outcome in (Outcome.ok, Outcome.wrong_answer, Outcome.runtime_error):
         outcome, reason = Outcome.tampering, f"line {hard[0].line}: {hard[0].detail}"
+    clocks_after = _BACKGROUND.submit(fingerprint.read_clocks, run.device != "cpu")
     with run.phase("integrity"):
         changes = integrity.compare(snapshot)
     if changes:
@@ -812,7 +818,9 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
         flags=run.flags,
         score=score,
         rl_reward=rl_reward(outcome.value, correct, credited if correct else None, own_work=not run.no_custom_kernel),
-        provenance=_provenance(task, solution, run.device, options.public_seed, clocks_before, run.timing_method),
+        provenance=_provenance(
+            task, solution, run.device, options.public_seed, clocks_before.result(), run.timing_method, clocks_after.result()
+        ),
         elapsed_s=round(time.monotonic() - run.started, 3),
         phases_s=run.phases,
     )

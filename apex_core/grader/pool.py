@@ -10,10 +10,16 @@ command grading one file does better without it.
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 from collections.abc import Callable
 
 from apex_core.grader.process import WorkerProcess, WorkerSpec
+
+
+MAX_READY = min(8, (os.cpu_count() or 2) // 2)
+"""The most idle workers kept for one spec: each holds a device context and a few GiB of host memory,
+and each start keeps a core busy for seconds (so a 2-core machine keeps ready_per_spec)."""
 
 
 class WorkerPool:
@@ -22,11 +28,19 @@ class WorkerPool:
         self._start_worker = start_worker
         self._ready: dict[WorkerSpec, list[WorkerProcess]] = {}
         self._starting: dict[WorkerSpec, int] = {}
+        self._target: dict[WorkerSpec, int] = {}
+        """Ready workers wanted per spec: ready_per_spec, raised each time a take finds none."""
         self._lock = threading.Lock()
         self._closed = False
 
     def take(self, spec: WorkerSpec, timeout_s: float) -> WorkerProcess:
-        """A started worker for ``spec``: a pooled one if ready, else a new one."""
+        """A started worker for ``spec``: a pooled one if ready, else a new one.
+
+        Finding the pool empty means gradings outpace the starts: the pool then keeps one more
+        worker ready for this spec (up to MAX_READY). On an H200 (2026-11-30) three ready workers
+        still ran dry in 2 of 8 back-to-back gradings of about 3 s, whose replacements took about
+        10 s to start; those gradings took 14-15 s.
+        """
         worker = None
         with self._lock:
             ready = self._ready.setdefault(spec, [])
@@ -36,8 +50,11 @@ class WorkerPool:
                     worker = candidate
                 else:
                     candidate.close()
+            if worker is None:
+                wanted = self._target.get(spec, self.ready_per_spec) + 1
+                self._target[spec] = max(self.ready_per_spec, min(MAX_READY, wanted))
         if worker is None:
-            worker = WorkerProcess(spec, timeout_s)
+            worker = self._start_worker(spec)
         worker.timeout_s = timeout_s
         return worker
 
@@ -57,7 +74,8 @@ class WorkerPool:
         with self._lock:
             if self._closed:
                 return
-            missing = self.ready_per_spec - len(self._ready.get(spec, [])) - self._starting.get(spec, 0)
+            target = self._target.get(spec, self.ready_per_spec)
+            missing = target - len(self._ready.get(spec, [])) - self._starting.get(spec, 0)
             self._starting[spec] = self._starting.get(spec, 0) + max(missing, 0)
         for _ in range(max(missing, 0)):
             threading.Thread(target=self._start_one, args=(spec,), name="apex-worker-pool", daemon=True).start()

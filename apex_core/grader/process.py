@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -324,13 +325,30 @@ class WorkerProcess:
         return detail + (f": {tail}" if tail else "")
 
     def kill(self) -> None:
-        """Ask the reaper to kill everything below it; then kill its group in case it cannot."""
+        """Kill everything below the reaper now; the reaper collects it and exits in the background.
+
+        The grading goes on (to its integrity check) as soon as every process below the reaper has
+        SIGKILL pending, since none of them can act any more. Waiting for the reaper instead, that
+        is for the worker's device context to be torn down, took about 0.26 s of every grading on
+        an H200 (2026-11-30).
+        """
+        from apex_core.grader.reaper import kill_below
+
         if self.process.poll() is None:
+            kill_below(self.process.pid)
             try:
                 self.process.send_signal(signal.SIGTERM)
-                self.process.wait(timeout=10)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
+            except ProcessLookupError:
                 pass
+        threading.Thread(target=self._collect_reaper, name="apex-reaper-wait", daemon=True).start()
+
+    def _collect_reaper(self) -> None:
+        """Wait for the reaper; one that does not exit is killed with its whole process group."""
+        try:
+            self.process.wait(timeout=10)
+            return
+        except subprocess.TimeoutExpired:
+            pass
         try:
             os.killpg(self.process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):

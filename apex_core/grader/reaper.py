@@ -67,6 +67,28 @@ def descendants(root: int) -> tuple[list[int], int]:
     return found, rss
 
 
+def kill_below(root: int, rounds: int = 50) -> None:
+    """SIGKILL every process below ``root`` now, scanning again until a scan finds none not yet
+    killed; nothing waits for them to exit.
+
+    A process with SIGKILL pending runs no more code and cannot fork, so once this returns nothing
+    below ``root`` can act, though tearing down a device context may still take a few hundred
+    milliseconds and the reaper still has to collect them.
+    """
+    killed: set[int] = set()
+    for _ in range(rounds):
+        pids, _ = descendants(root)
+        fresh = [pid for pid in pids if pid not in killed]
+        if not fresh:
+            return
+        for pid in fresh:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            killed.add(pid)
+
+
 def kill_descendants(root: int, rounds: int = 50) -> None:
     """SIGKILL everything below ``root`` until nothing is left (orphans come back to us as subreaper)."""
     for _ in range(rounds):

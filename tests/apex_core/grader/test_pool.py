@@ -93,6 +93,17 @@ def test_real_worker_processes_fill_the_pool_and_are_killed_at_shutdown():
         assert worker.alive()
     finally:
         worker.close()
-    assert not worker.alive()
+    assert _wait_until(lambda: not worker.alive(), seconds=10)  # the reaper exits once it has collected the worker
     pool.shutdown()
     assert pool.ready_count(SPEC) == 0
+
+
+def test_a_pool_found_empty_keeps_one_more_worker_ready_from_then_on(monkeypatch):
+    monkeypatch.setattr("apex_core.grader.pool.MAX_READY", 8)  # as on a GPU host, whatever this machine has
+    pool = WorkerPool(ready_per_spec=2, start_worker=SlowStartingWorker)
+    pool.take(SPEC, timeout_s=5)  # nothing ready yet: started on the spot, and the pool grows
+    pool.prepare(SPEC)
+    assert _wait_until(lambda: pool.ready_count(SPEC) == 3)
+    time.sleep(0.4)
+    assert pool.ready_count(SPEC) == 3
+    pool.shutdown()
