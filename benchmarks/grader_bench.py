@@ -140,6 +140,7 @@ def main() -> None:
         result = grade(task, args.solution, options)
         latencies.append(time.monotonic() - started)
         runs.append(result)
+        print(f"(a) grading {len(runs)}: {latencies[-1]:.2f} s", flush=True)
     if args.self_only:
         report["baseline_vs_itself"] = baseline_vs_itself(task, options, args.self_repeats)
         if args.out:
