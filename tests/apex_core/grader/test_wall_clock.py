@@ -30,3 +30,14 @@ def test_the_median_call_decides_not_one_slow_synchronization():
 
 def test_missing_or_mismatched_measurements_decide_nothing():
     assert unseen_work_reason([], []) == "" and unseen_work_reason([1, 2], [3]) == ""
+
+
+def test_a_wait_the_baseline_shows_too_is_the_machines_not_the_solutions():
+    # A host or driver busy with something else slows every process's synchronization alike.
+    assert unseen_work_reason([36 * US] * 10, [55 * US] * 10) != ""
+    assert unseen_work_reason([36 * US] * 10, [55 * US] * 10, control_after_end_ns=[40 * US] * 10) == ""
+
+
+def test_work_beyond_the_baselines_wait_is_still_seen():
+    reason = unseen_work_reason([4 * US] * 10, [1_040 * US] * 10, control_after_end_ns=[40 * US] * 10)
+    assert "stayed busy 1000 us" in reason
