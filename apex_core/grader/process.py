@@ -4,8 +4,9 @@ Each worker runs under a reaper (``reaper.py``) in a new session, with a scratch
 working directory and home, stdin closed, no descriptors but its two pipe ends and the shared file
 for large replies (all three the judge's own), an environment
 built from an allow-list, resource limits, and (when the judge is root and it is possible) an
-unprivileged user. Closing it asks the reaper to kill every descendant, detached ones included,
-and then kills the reaper's group as a last resort.
+unprivileged user. Closing it kills every process below the reaper at once, detached ones
+included (the reaper is their subreaper); the reaper collects them and exits in the background,
+and its process group is killed if it does not.
 """
 
 from __future__ import annotations

@@ -90,16 +90,10 @@ def kill_below(root: int, rounds: int = 50) -> None:
 
 
 def kill_descendants(root: int, rounds: int = 50) -> None:
-    """SIGKILL everything below ``root`` until nothing is left (orphans come back to us as subreaper)."""
+    """SIGKILL everything below ``root`` and collect it, until nothing is left (orphans come back to
+    us as subreaper, so detached processes are collected here too)."""
     for _ in range(rounds):
-        pids, _ = descendants(root)
-        if not pids:
-            return
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        kill_below(root)
         deadline = time.monotonic() + 0.2
         while time.monotonic() < deadline:
             try:
@@ -107,6 +101,8 @@ def kill_descendants(root: int, rounds: int = 50) -> None:
                     time.sleep(0.01)
             except ChildProcessError:
                 break
+        if not descendants(root)[0]:
+            return
 
 
 def _limits(config: dict) -> None:
