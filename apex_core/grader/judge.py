@@ -386,7 +386,7 @@ class _Run:
         # Before the reference runs: the inputs as drawn, whatever the reference does with them.
         digests = digest.input_digests(args, digest_key, skip=self.task.output_args)
         expected = self.expected(args)
-        reply, payload = worker.collect(pending)
+        reply, payload = worker.collect(pending, _payload_limit(expected))
         self._check_signal(expected, shape)
         if not reply.get("ok"):
             return Outcome.runtime_error, Comparison(passed=False, message=str(reply.get("message", "the call raised")))
@@ -452,7 +452,9 @@ class _Run:
                 threads[name] = int(reply.get("python_threads", 0))
             round_index += 1
             enough = round_index >= MIN_ROUNDS and all(len(v) >= self.options.min_samples for v in samples.values())
-            stable = all(stats.relative_standard_error_of_median(v) < self.options.target_rse for v in samples.values())
+            stable = all(
+                stats.relative_standard_error_of_median(v, robust=on_gpu) < self.options.target_rse for v in samples.values()
+            )
             if (enough and stable) or time.monotonic() >= deadline:
                 break
             # Grow the chunk so that per-request overhead stays small for fast kernels.
@@ -501,7 +503,10 @@ class _Run:
         # Outputs cross a pipe: at a gigabyte per output set (an 8192 x 34816 GEMM), one buffer.
         checked = min(buffers, CHECKED_BUFFERS, max(1, CHECKED_BYTES // max(self.call_bytes(shape), 1)))
         slots = sorted(secrets.SystemRandom().sample(range(buffers), checked))
-        reply, payload = candidate.request({"op": "timed_outputs", "slots": slots})
+        # The outputs of ``checked`` calls, each the size of the reference's outputs at this shape.
+        per_call = _payload_limit(self.expected(self.inputs(shape, seeds[0]))) - PAYLOAD_SLACK_BYTES
+        limit = checked * per_call + PAYLOAD_SLACK_BYTES
+        reply, payload = candidate.request({"op": "timed_outputs", "slots": slots}, max_payload=limit)
         if reply.get("output_type") != "exact":
             raise _Failed(Outcome.wrong_answer, f"a timed call at shape {shape} returned {reply.get('output_type')}")
         try:
@@ -655,6 +660,18 @@ class _Failed(Exception):
         super().__init__(reason)
         self.outcome = outcome
         self.reason = reason
+
+
+PAYLOAD_SLACK_BYTES = 1 << 20
+"""Room for a payload's header and alignment beyond its arrays' bytes."""
+
+
+def _payload_limit(expected: list[Any]) -> int:
+    """The most bytes a worker's reply may carry when the outputs should look like ``expected``."""
+    total = 0
+    for output in expected:
+        total += output.numel() * output.element_size() if hasattr(output, "element_size") else int(output.nbytes)
+    return total + PAYLOAD_SLACK_BYTES
 
 
 def _largest_finite_magnitude(value: Any) -> float:

@@ -271,9 +271,9 @@ class WorkerProcess:
         return text[-limit:].strip()
 
     def request(
-        self, header: dict[str, Any], payload: bytes = b"", timeout_s: float | None = None
+        self, header: dict[str, Any], payload: bytes = b"", timeout_s: float | None = None, max_payload: int = wire.MAX_PAYLOAD_BYTES
     ) -> tuple[dict[str, Any], memoryview | bytes]:
-        return self.collect(self.submit(header, payload, timeout_s))
+        return self.collect(self.submit(header, payload, timeout_s), max_payload)
 
     def submit(self, header: dict[str, Any], payload: bytes = b"", timeout_s: float | None = None) -> PendingRequest:
         """Send a request without waiting: the judge can work (compute the reference) meanwhile.
@@ -284,11 +284,13 @@ class WorkerProcess:
             wire.send(self._to_worker, {**header, "nonce": pending.nonce}, payload)
         return pending
 
-    def collect(self, pending: PendingRequest) -> tuple[dict[str, Any], memoryview | bytes]:
-        """The reply to ``pending``; a missing, late or forged one is a WorkerFailure."""
+    def collect(
+        self, pending: PendingRequest, max_payload: int = wire.MAX_PAYLOAD_BYTES
+    ) -> tuple[dict[str, Any], memoryview | bytes]:
+        """The reply to ``pending``; a missing, late, forged or oversized one is a WorkerFailure."""
         with self._failures(pending):
             remaining = max(pending.deadline - time.monotonic(), 0.0)
-            reply, reply_payload = wire.receive(self._from_worker, timeout=remaining, shared=self._shared)
+            reply, reply_payload = wire.receive(self._from_worker, remaining, self._shared, max_payload)
         if reply.get("nonce") != pending.nonce:
             self.kill()
             raise WorkerFailure("tampering", f"a reply to '{pending.op}' did not carry the judge's nonce: it was forged")

@@ -69,9 +69,12 @@ def send(fd: int, header: dict[str, Any], payload: Payload | bytes = b"", shared
         _write_all(fd, data)
 
 
-def receive(fd: int, timeout: float | None = None, shared: SharedFile | None = None) -> tuple[dict[str, Any], memoryview | bytes]:
+def receive(
+    fd: int, timeout: float | None = None, shared: SharedFile | None = None, max_payload: int = MAX_PAYLOAD_BYTES
+) -> tuple[dict[str, Any], memoryview | bytes]:
     """The next message. A payload that came through ``shared`` is a view of that file: valid until
-    the other side's next message."""
+    the other side's next message. A payload above ``max_payload`` (what the reader expects at
+    most) is a broken channel: a worker cannot make the judge map or buffer more than that."""
     deadline = None if timeout is None else time.monotonic() + timeout
     (header_len,) = _LENGTH.unpack(_read_exact(fd, _LENGTH.size, deadline))
     if header_len > MAX_HEADER_BYTES:
@@ -80,12 +83,12 @@ def receive(fd: int, timeout: float | None = None, shared: SharedFile | None = N
     if not isinstance(header, dict):
         raise ChannelClosed()
     (payload_len,) = _LENGTH.unpack(_read_exact(fd, _LENGTH.size, deadline))
-    if payload_len > MAX_PAYLOAD_BYTES:
+    if payload_len > max_payload:
         raise ChannelClosed()
     payload: memoryview | bytes = _read_exact(fd, payload_len, deadline) if payload_len else b""
     if SHARED_KEY in header:
         size = header.pop(SHARED_KEY)
-        if shared is None or payload_len or type(size) is not int or not 0 < size <= MAX_PAYLOAD_BYTES:
+        if shared is None or payload_len or type(size) is not int or not 0 < size <= max_payload:
             raise ChannelClosed()
         payload = shared.read(size)
     return header, payload

@@ -86,3 +86,9 @@ def test_a_wide_distribution_still_needs_more_samples():
     few = [int(v) for v in rng.normal(6000, 900, size=40)]
     assert stats.relative_standard_error_of_median(few) > 0.01
     assert stats.relative_standard_error_of_median(few * 25) < stats.relative_standard_error_of_median(few) / 3
+
+
+def test_host_timed_samples_keep_the_standard_deviation_so_bursts_of_load_keep_the_rounds_going():
+    rng = np.random.default_rng(5)
+    samples = [int(v) for v in rng.normal(6000, 30, size=300)] + [90_000] * 6
+    assert stats.relative_standard_error_of_median(samples, robust=False) > 0.005

@@ -81,3 +81,15 @@ def test_a_silent_pipe_times_out(pipe):
     read_fd, write_fd = pipe
     with pytest.raises(wire.ChannelTimeout):
         wire.receive(read_fd, timeout=0.2)
+
+
+@needs_sealed_files
+def test_a_reply_larger_than_the_reader_expects_is_a_broken_channel(pipe):
+    read_fd, write_fd = pipe
+    judge_side = wire.SharedFile.create()
+    worker_side = wire.SharedFile(os.dup(judge_side.fd))
+    wire.send(write_fd, {"op": "call"}, encode_values([np.zeros(1 << 20)], "numpy"), shared=worker_side)
+    with pytest.raises(wire.ChannelClosed):
+        wire.receive(read_fd, timeout=5, shared=judge_side, max_payload=1 << 20)
+    worker_side.close()
+    judge_side.close()
