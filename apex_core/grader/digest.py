@@ -13,10 +13,11 @@ aim for a collision deliberately, which takes keeping the original inputs anyway
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import numpy as np
+
+from apex_core.grader.payload import flat_bytes, is_array
 
 PRIME = 16_777_213
 """The largest prime below 2**24: a byte (< 2**8) times a weight (< 2**24) stays below 2**32."""
@@ -37,27 +38,19 @@ def _weights_sum(raw: Any, start: int, key: int, xp: Any, device: Any) -> int:
 def array_digest(value: Any, key: int) -> str:
     """dtype, shape and keyed checksum of ``value``'s logical contents (a view and a contiguous
     copy of it agree), computed on the device it lives on."""
-    if isinstance(value, np.ndarray):
-        flat = (value if value.flags.c_contiguous else value.copy(order="C")).reshape(-1).view(np.uint8)
-        xp, device, dtype = np, None, value.dtype.str
-    else:
+    dtype, shape, flat = flat_bytes(value)
+    xp: Any = np
+    if not isinstance(flat, np.ndarray):
         import torch
 
-        flat = value.detach().contiguous().reshape(-1).view(torch.uint8)
-        xp, device, dtype = torch, flat.device, str(value.dtype).removeprefix("torch.")
+        xp = torch
+    device = getattr(flat, "device", None)
     total = 0
     for start in range(0, flat.shape[0], CHUNK):
         total = (total + _weights_sum(flat[start : start + CHUNK], start, key, xp, device)) % (1 << 64)
-    return f"{dtype}{list(value.shape)}:{total:016x}"
-
-
-def _is_array(value: Any) -> bool:
-    if isinstance(value, np.ndarray):
-        return True
-    torch = sys.modules.get("torch")  # a NumPy worker never imports it just to ask
-    return torch is not None and isinstance(value, torch.Tensor)
+    return f"{dtype}{shape}:{total:016x}"
 
 
 def input_digests(args: list[Any], key: int, skip: tuple[int, ...] = ()) -> list[str | None]:
     """One digest per array argument; None for the declared outputs (``skip``) and plain values."""
-    return [array_digest(arg, key) if position not in skip and _is_array(arg) else None for position, arg in enumerate(args)]
+    return [array_digest(arg, key) if position not in skip and is_array(arg) else None for position, arg in enumerate(args)]

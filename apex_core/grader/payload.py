@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,36 +60,36 @@ class Payload:
         return data
 
 
-def _flat_bytes(value: Any, library: str) -> tuple[str, list[int], Any]:
-    """(dtype name, shape, flat contiguous uint8 view of the bytes, on the array's own device)."""
-    if library == "torch":
-        import torch
+def flat_bytes(value: Any) -> tuple[str, list[int], Any]:
+    """(dtype name, shape, flat C-ordered uint8 view of the logical contents, on the array's own
+    device) of a NumPy array or torch tensor: what a payload carries and what a digest sums."""
+    if isinstance(value, np.ndarray):
+        array = value if value.flags.c_contiguous else value.copy(order="C")  # ascontiguousarray makes 0-d 1-d
+        return array.dtype.str, list(array.shape), array.reshape(-1).view(np.uint8)
+    import torch
 
-        tensor = value.detach()
-        raw = tensor.contiguous().reshape(-1).view(torch.uint8)
-        return str(tensor.dtype).removeprefix("torch."), list(tensor.shape), raw
-    array = value if value.flags.c_contiguous else value.copy(order="C")  # ascontiguousarray makes 0-d 1-d
-    return array.dtype.str, list(array.shape), array.reshape(-1).view(np.uint8)
-
-
-def _is_array(value: Any, library: str) -> bool:
-    if library == "torch":
-        import torch
-
-        return isinstance(value, torch.Tensor)
-    return isinstance(value, np.ndarray)
+    tensor = value.detach()
+    return str(tensor.dtype).removeprefix("torch."), list(tensor.shape), tensor.contiguous().reshape(-1).view(torch.uint8)
 
 
-def encode_values(values: list[Any], library: str) -> Payload:
+def is_array(value: Any) -> bool:
+    """A NumPy array or a torch tensor (torch is not imported just to ask)."""
+    if isinstance(value, np.ndarray):
+        return True
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def encode_values(values: list[Any]) -> Payload:
     """Arrays (torch tensors on any device) and plain JSON values, in order."""
     items: list[dict[str, Any]] = []
     raws: list[tuple[int, Any]] = []
     offset = 0
     for value in values:
-        if not _is_array(value, library):
+        if not is_array(value):
             items.append({"value": value})
             continue
-        dtype, shape, raw = _flat_bytes(value, library)
+        dtype, shape, raw = flat_bytes(value)
         size = int(raw.shape[0])
         items.append({"dtype": dtype, "shape": shape, "offset": offset, "nbytes": size})
         if size:

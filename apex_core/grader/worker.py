@@ -304,7 +304,7 @@ class Worker:
         outputs, kind = self._outputs(output, args)
         if outputs is None:
             return {"ok": True, "output_type": kind}, b""
-        encoded = encode_values(outputs, self.library)
+        encoded = encode_values(outputs)
         devices = sorted({str(o.device) for o in outputs}) if self.torch is not None else ["cpu"]
         # Declared outputs (a KV cache) are meant to change: no digest of them.
         digests = input_digests(args, digest_key, skip=tuple(self.output_args))
@@ -473,7 +473,7 @@ class Worker:
             values.extend(outputs)
             count = len(outputs)
         reply = {"ok": True, "output_type": "exact", "items": items, "outputs": count}
-        return reply, encode_values(values, self.library)
+        return reply, encode_values(values)
 
     def handle(self, header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], Payload | bytes]:
         op = header.get("op")
