@@ -32,6 +32,7 @@ from apex_core.grader.compare import Comparison, as_float64, as_output_list, com
 from apex_core.grader.cache import default_cache_dir
 from apex_core.grader.payload import decode_values
 from apex_core.grader.pool import POOL
+from apex_core.grader.rotation import CallRotation
 from apex_core.grader.process import TIMING_CORES, WorkerFailure, WorkerProcess, WorkerSpec, sandbox_identity
 from apex_core.grader.result import GradeResult, Outcome, Provenance, ShapeCheck, ShapeTiming
 from apex_core.hardware.detect import DetectedDevice
@@ -430,6 +431,8 @@ class _Run:
                 self._require_ok(reply, name)
                 launch_ns[name] = int(reply.get("launch_ns", 0))
         cover_ns = launch_cover_ns(launch_ns["baseline"]) if on_gpu else 0
+        rotation = CallRotation(len(seeds), buffers)
+        """The judge's own account of which input set each of the solution's buffers held."""
         samples: dict[str, list[int]] = {"baseline": [], "solution": []}
         threads: dict[str, int] = {}
         reps = 5
@@ -448,6 +451,8 @@ class _Run:
                 }
                 reply, _ = worker.request(request)
                 self._require_ok(reply, name)
+                if name == "solution":
+                    rotation.timed_request(reps)
                 samples[name].extend(int(s) for s in reply["samples_ns"])
                 threads[name] = int(reply.get("python_threads", 0))
             round_index += 1
@@ -461,7 +466,7 @@ class _Run:
             slowest = max(stats.median(v) for v in samples.values())
             reps = int(min(MAX_REPS_PER_REQUEST, max(5, 0.05e9 / max(slowest, 1.0))))
         with self.phase("timing.outputs"):
-            self._check_timed_outputs(candidate, shape, seeds, buffers)
+            self._check_timed_outputs(candidate, shape, seeds, rotation)
         if on_gpu:
             with self.phase("timing.wall_clock"):
                 self._check_wall_clock(baseline, candidate, shape, cover_ns)
@@ -496,30 +501,41 @@ class _Run:
             prefix = "" if name == "solution" else "the baseline failed: "
             raise _Failed(outcome, prefix + str(reply.get("message")))
 
-    def _check_timed_outputs(self, candidate: WorkerProcess, shape: Shape, seeds: list[int], buffers: int) -> None:
+    def _check_timed_outputs(self, candidate: WorkerProcess, shape: Shape, seeds: list[int], rotation: CallRotation) -> None:
         """The last output of call buffers picked now, at random, must match the reference of the
-        values they held: a solution that returns stale or cached outputs cannot know which."""
+        values they held: a solution that returns stale or cached outputs cannot know which.
+
+        Which values a buffer held comes from the judge's own copy of the rotation, never from the
+        reply: a process that rewrote the worker's bookkeeping cannot steer the check to the one
+        input set it answers right, or leave buffers out.
+        """
         library = self.task.array_library
+        timed = sorted(rotation.last_timed)
         # Outputs cross a pipe: at a gigabyte per output set (an 8192 x 34816 GEMM), one buffer.
-        checked = min(buffers, CHECKED_BUFFERS, max(1, CHECKED_BYTES // max(self.call_bytes(shape), 1)))
-        slots = sorted(secrets.SystemRandom().sample(range(buffers), checked))
-        references = {0: self.expected(self.inputs(shape, seeds[0]))}
+        checked = min(len(timed), CHECKED_BUFFERS, max(1, CHECKED_BYTES // max(self.call_bytes(shape), 1)))
+        slots = sorted(secrets.SystemRandom().sample(timed, checked))
+        held = [rotation.last_timed[slot] for slot in slots]
+        references: dict[int, list[Any]] = {held[0]: self.expected(self.inputs(shape, seeds[held[0]]))}
+        per_call = len(references[held[0]])
         # The outputs of ``checked`` calls, each the size of the reference's outputs at this shape.
-        limit = checked * (_payload_limit(references[0]) - PAYLOAD_SLACK_BYTES) + PAYLOAD_SLACK_BYTES
+        limit = checked * (_payload_limit(references[held[0]]) - PAYLOAD_SLACK_BYTES) + PAYLOAD_SLACK_BYTES
         reply, payload = candidate.request({"op": "timed_outputs", "slots": slots}, max_payload=limit)
         if reply.get("output_type") != "exact":
             raise _Failed(Outcome.wrong_answer, f"a timed call at shape {shape} returned {reply.get('output_type')}")
         try:
             values = decode_values(payload, library)
-            count = max(1, int(reply.get("outputs", 1)))
         except Exception:  # whatever the bytes were, they were not plain arrays
             raise _Failed(Outcome.wrong_answer, "the outputs of the timed calls could not be decoded") from None
-        for position, item in enumerate(reply.get("items", [])):
-            outputs = values[position * count : (position + 1) * count]
-            index = int(item)
-            if index not in references:
-                references[index] = self.expected(self.inputs(shape, seeds[index]))
-            comparison = compare_all(outputs, references[index], self.task)
+        if len(values) != checked * per_call:
+            raise _Failed(
+                Outcome.wrong_answer,
+                f"asked for the outputs of {checked} timed calls at shape {shape} ({per_call} each), got {len(values)} arrays",
+            )
+        for position, item in enumerate(held):
+            outputs = values[position * per_call : (position + 1) * per_call]
+            if item not in references:
+                references[item] = self.expected(self.inputs(shape, seeds[item]))
+            comparison = compare_all(outputs, references[item], self.task)
             if not comparison.passed:
                 raise _Failed(
                     Outcome.wrong_answer,

@@ -21,6 +21,7 @@ from typing import Any, Callable
 from apex_core.grader import native, wire
 from apex_core.grader.digest import input_digests  # bound before any solution is imported
 from apex_core.grader.payload import Payload, encode_values
+from apex_core.grader.rotation import CallRotation
 
 _perf_counter_ns = time.perf_counter_ns  # bound before any candidate code runs
 
@@ -168,8 +169,7 @@ class Worker:
         """The cores the worker started on (those no timing uses): where it compiles."""
         self.pool: list[list[Any]] = []
         self.buffers: list[list[Any]] = []
-        self.buffer_item: list[int] = []
-        self.next_item = 0
+        self.rotation = CallRotation(1, 1)
         self.timed_outputs: dict[int, tuple[int, Any, list[Any]]] = {}
         self.inputs: dict[str, Any] = {}
         """The task's input generator (reference, dtype, params): inputs are drawn here, on the
@@ -330,9 +330,8 @@ class Worker:
             os.sched_setaffinity(0, self.free_cpus)  # a long-lived baseline worker was pinned at its last shape
         count = len(seeds)
         self.pool = [self.draw(shape, seed) for seed in seeds]
-        self.buffers = [[_fresh_copy(v) for v in self.pool[i % count]] for i in range(buffers)]
-        self.buffer_item = [i % count for i in range(buffers)]
-        self.next_item = buffers
+        self.rotation = CallRotation(count, buffers)
+        self.buffers = [[_fresh_copy(v) for v in self.pool[item]] for item in self.rotation.held]
         self.timed_outputs: dict[int, tuple[int, Any, list[Any]]] = {}
         assert self.function is not None
         try:
@@ -344,15 +343,14 @@ class Worker:
             os.sched_setaffinity(0, {int(self.cpu)})
         return {"ok": True}
 
-    def _refill(self, slot: int) -> list[Any]:
-        item = self.next_item % len(self.pool)
-        if item == self.buffer_item[slot] and len(self.pool) > 1:
-            item = (item + 1) % len(self.pool)
-        self.next_item = item + 1
+    def _fill(self, slot: int, item: int) -> list[Any]:
         for target, source in zip(self.buffers[slot], self.pool[item]):
             _copy_into(target, source)
-        self.buffer_item[slot] = item
         return self.buffers[slot]
+
+    def _refill(self, slot: int) -> list[Any]:
+        """Refill ``slot`` with the next input set in turn, for an untimed call."""
+        return self._fill(slot, self.rotation.refill(slot))
 
     def warmup(self, min_calls: int, min_seconds: float) -> dict[str, Any]:
         """Call until warm; reply with the host's launch time (90th percentile of recording the
@@ -386,9 +384,8 @@ class Worker:
         samples: list[int] = []
         timers = self.timers
         try:
-            for i in range(reps):
-                slot = i % len(self.buffers)
-                args = self._refill(slot)
+            for slot, item in self.rotation.timed_request(reps):
+                args = self._fill(slot, item)
                 if timers is not None:
                     if self.flush_buffer is None and flush_bytes > 0:
                         self.flush_buffer = timers.new_flush_buffer(flush_bytes)
@@ -404,7 +401,7 @@ class Worker:
                     t0 = _perf_counter_ns()
                     output = self.function(*args)
                     samples.append(_perf_counter_ns() - t0)
-                self.timed_outputs[slot] = (self.buffer_item[slot], output, args)
+                self.timed_outputs[slot] = (item, output, args)
         except BaseException as exc:
             return {"ok": False, "kind": "runtime_error", "message": describe_exception(exc, self.solution_path)}
         return {"ok": True, "samples_ns": samples, "python_threads": threading.active_count()}
@@ -459,21 +456,18 @@ class Worker:
         return {"ok": True, "kernels": kernels, "own_kernels": self.own_kernels}
 
     def timed_outputs_payload(self, slots: list[int]) -> tuple[dict[str, Any], Payload | bytes]:
-        """The last outputs of the call buffers the judge picked (it picks after timing, at random)."""
-        items, values = [], []
-        count = 0
+        """The last outputs of the call buffers the judge picked (it picks after timing, at random,
+        and knows on its own which input set each held)."""
+        values: list[Any] = []
         for slot in slots:
             if slot not in self.timed_outputs:
                 continue
-            item, returned, args = self.timed_outputs[slot]
+            _, returned, args = self.timed_outputs[slot]
             outputs, kind = self._outputs(returned, args)
             if outputs is None:
                 return {"ok": True, "output_type": kind}, b""
-            items.append(item)
             values.extend(outputs)
-            count = len(outputs)
-        reply = {"ok": True, "output_type": "exact", "items": items, "outputs": count}
-        return reply, encode_values(values)
+        return {"ok": True, "output_type": "exact"}, encode_values(values)
 
     def handle(self, header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], Payload | bytes]:
         op = header.get("op")

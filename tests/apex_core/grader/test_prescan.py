@@ -25,7 +25,12 @@ def kinds(source: str) -> list[str]:
         ("import ctypes\n", "native_escape"),
         ("open('/tmp/x', 'w').write('PASS')\n", "file_write"),
         ("from pathlib import Path\nPath('a').write_text('x')\n", "file_write"),
-        ("import gc\ngc.get_objects()\n", "introspection"),
+        ("import sys\nsys._getframe(1)\n", "introspection"),
+        ("import gc\ngc.get_objects()\n", "harness_reach"),
+        ("import __main__\n", "harness_reach"),
+        ("from __main__ import Worker\n", "harness_reach"),
+        ("import sys\nworker = sys.modules['__main__']\n", "harness_reach"),
+        ("import sys as s\nworker = s.modules.get('__main__')\n", "harness_reach"),
         ("import socket\n", "network"),
         ("from apex_core.kernels.rms_norm import reference_torch\n", "grader_import"),
     ],
@@ -58,6 +63,10 @@ def test_reading_a_file_is_not_writing_it():
 
 def test_words_in_strings_and_comments_do_not_trigger():
     assert kinds("# sys.exit(0)\nNOTE = 'exec and eval and threading'\n") == []
+
+
+def test_the_main_guard_and_collecting_garbage_are_not_reaching_into_the_harness():
+    assert kinds("import gc\nif __name__ == '__main__':\n    gc.collect()\n") == []
 
 
 def test_a_syntax_error_yields_no_findings():

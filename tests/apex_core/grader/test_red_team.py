@@ -152,6 +152,28 @@ def test_a_cache_keyed_on_the_input_buffer_is_caught_by_checking_the_timed_outpu
     assert result.speedup is None
 
 
+def test_a_patched_worker_cannot_choose_which_timed_outputs_are_checked(task, tmp_path):
+    # Honest while checked, garbage once timed, plus a rewrite of the harness (reached past the
+    # pre-scan) that answers the judge's request for timed outputs with none at all. The judge
+    # knows from its own copy of the rotation which buffers it asked for and what they held, so an
+    # empty answer is wrong.
+    body = """
+    _main = getattr(sys, "mod" + "ules")["__ma" + "in__"]
+    _main.Worker.timed_outputs_payload = lambda self, slots: (
+        {"ok": True, "output_type": "exact", "items": [], "outputs": 1}, _main.encode_values([]))
+    _calls = []
+    def rms_norm(x, weight, eps):
+        _calls.append(1)
+        if len(_calls) > 60:
+            return np.zeros_like(x)
+        return _correct(x, weight, eps)
+    """
+    result = grade(task, write(tmp_path, body), FAST)
+    assert result.outcome is Outcome.wrong_answer
+    assert "timed calls" in result.reason
+    assert result.speedup is None
+
+
 def test_behaving_only_while_being_checked_is_caught_on_the_timed_calls(task, tmp_path):
     body = """
     _calls = []

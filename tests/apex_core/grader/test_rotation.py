@@ -1,0 +1,44 @@
+import pytest
+
+from apex_core.grader.rotation import CallRotation
+
+
+def test_a_buffer_never_takes_the_input_set_it_already_holds():
+    rotation = CallRotation(input_sets=3, buffers=8)
+    for _ in range(50):
+        for slot in range(rotation.buffers):
+            before = rotation.held[slot]
+            assert rotation.refill(slot) != before
+
+
+def test_every_input_set_is_used_in_turn():
+    rotation = CallRotation(input_sets=4, buffers=2)
+    taken = [item for _, item in rotation.timed_request(40)]
+    assert set(taken) == {0, 1, 2, 3}
+
+
+def test_a_single_input_set_is_reused_rather_than_refused():
+    rotation = CallRotation(input_sets=1, buffers=3)
+    assert rotation.timed_request(4) == [(0, 0), (1, 0), (2, 0), (0, 0)]
+
+
+def test_each_request_starts_again_at_buffer_zero_and_records_the_last_timed_calls():
+    rotation = CallRotation(input_sets=8, buffers=8)
+    first = rotation.timed_request(5)
+    assert [slot for slot, _ in first] == [0, 1, 2, 3, 4]
+    second = rotation.timed_request(3)
+    assert [slot for slot, _ in second] == [0, 1, 2]
+    assert sorted(rotation.last_timed) == [0, 1, 2, 3, 4]
+    assert rotation.last_timed[0] == second[0][1] and rotation.last_timed[4] == first[4][1]
+
+
+def test_two_copies_fed_the_same_requests_agree():
+    worker_side, judge_side = CallRotation(5, 8), CallRotation(5, 8)
+    for reps in (5, 32, 32, 7):
+        assert worker_side.timed_request(reps) == judge_side.timed_request(reps)
+    assert worker_side.last_timed == judge_side.last_timed
+
+
+def test_an_empty_rotation_is_refused_with_the_counts():
+    with pytest.raises(ValueError, match="got 0 and 3"):
+        CallRotation(0, 3)
