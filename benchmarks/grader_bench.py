@@ -95,14 +95,16 @@ def baseline_vs_itself(task, options: GradeOptions, repeats: int) -> dict:
         self_runs.append(result)
         # One line per grading, so that a run cut short by its time limit still leaves its figures.
         print(f"(d) grading {index + 1}: {result.elapsed_s:.1f} s, speedups "
-              + " ".join(f"{t.speedup:.4f}" for t in result.timings) + f", credited {result.speedup}", flush=True)
+              + " ".join(f"{t.speedup:.4f}" for t in result.timings) + f", credited {result.speedup}, process corrections "
+              + " ".join(f"{t.process_correction:.4f}" if t.process_correction else "-" for t in result.timings), flush=True)
     self_runs = [r for r in self_runs if len(r.timings) == len(SHAPES)]
     report: dict = {}
     for i, shape in enumerate(SHAPES):
         speedups = [r.timings[i].speedup for r in self_runs]
         contains = sum(1 for r in self_runs if r.timings[i].speedup_ci95[0] <= 1.0 <= r.timings[i].speedup_ci95[1])
         within = sum(1 for s in speedups if 0.99 <= s <= 1.01)
-        report[f"tokens={shape['tokens']}"] = {"speedups": speedups, "intervals_containing_1": contains, "within_1pct": within}
+        report[f"tokens={shape['tokens']}"] = {"speedups": speedups, "intervals_containing_1": contains, "within_1pct": within,
+                                               "process_corrections": [r.timings[i].process_correction for r in self_runs]}
         print(f"(d) {shape}: speedups {min(speedups):.3f}-{max(speedups):.3f}, {within}/{len(speedups)} within 1%, "
               f"{contains}/{len(speedups)} intervals contain 1.0")
     report["credited"] = [r.speedup for r in self_runs]
@@ -169,12 +171,22 @@ def main() -> None:
         }
         counts = [len(r.timings[i].solution_samples_ns) for r in runs]
         covers = [r.timings[i].launch_cover_ns or 0 for r in runs]
+        # The solution's time as the baseline's worker would have measured it: its median over its
+        # own worker's shift (short calls only; 1.0 elsewhere).
+        corrections = [r.timings[i].process_correction or 1.0 for r in runs]
+        framed = [m / c for m, c in zip(medians, corrections)]
+        framed_center = statistics.median(framed)
         report["repeatability"][f"tokens={shape['tokens']}"].update(
-            {"samples_per_side_median": statistics.median(counts), "launch_cover_us_median": statistics.median(covers) / 1e3}
+            {"samples_per_side_median": statistics.median(counts), "launch_cover_us_median": statistics.median(covers) / 1e3,
+             "process_corrections": corrections,
+             "solution_median_in_baseline_frame_us": {"min": min(framed), "median": framed_center, "max": max(framed)},
+             "max_deviation_in_baseline_frame_pct": 100 * max(abs(m - framed_center) / framed_center for m in framed)}
         )
         print(f"(c) {shape}: solution median min/med/max {min(medians):.2f}/{center:.2f}/{max(medians):.2f} us, "
               f"speedup {min(speedups):.3f}-{max(speedups):.3f}; {statistics.median(counts):.0f} samples per side, "
-              f"launch cover {statistics.median(covers) / 1e3:.0f} us")
+              f"launch cover {statistics.median(covers) / 1e3:.0f} us; process corrections "
+              f"{min(corrections):.3f}-{max(corrections):.3f}, solution median in the baseline worker's frame "
+              f"{min(framed):.2f}/{framed_center:.2f}/{max(framed):.2f} us")
 
     report["baseline_vs_itself"] = baseline_vs_itself(task, options, args.self_repeats)
 

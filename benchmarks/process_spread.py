@@ -1,31 +1,37 @@
-"""How much the process alone moves a small kernel's median, and which way of timing resists it.
+"""Whether the shift a GPU process puts on a small kernel's time is shared by the kernels it runs.
 
-The baseline graded against itself lands up to 2-3% off 1.0 at 4-7 us calls because its two
-worker processes time the same kernel differently (docs/benchmarks.md). An earlier version of this
-script (commit 94834c8) ruled out the cache flush and the output's address. This one starts N fresh
-processes, one after another; each times the Llama RMSNorm baseline with the grader's worker
-(refilled call buffers, cache flush, launch cover, events) in four ways, interleaved in rounds:
+The baseline graded against itself landed up to 2-3% off 1.0 at 4-7 us calls because its two
+worker processes time the same kernel differently (docs/benchmarks.md). Earlier versions of this
+script ruled out, one by one (all on an H200, 2026-11-30; results in benchmarks/results/):
 
-- ``per_call_8``: as the grader times short calls (one event pair per call, 8 call buffers);
-  the medians of each buffer are kept too, to see whether where a buffer sits matters;
-- ``per_call_64``: the same over 64 call buffers (64 placements averaged instead of 8);
-- ``batch_4`` / ``batch_16``: 4 or 16 calls on distinct, refilled buffers between one event pair
-  (one flush before the batch), the sample being the batch's time over its length. A fixed cost of
-  the process at the start or end of the timed region is shared by the batch.
+- the cache flush and the output's address (commit 94834c8, ``process-spread-...-94834c8``);
+- batching 4 or 16 calls between one event pair, 64 call buffers instead of 8, and the SM clock
+  (commit cc77d3a, ``process-spread-...-cc77d3a``);
+- where the data sits: 64 call buffers, every tensor in its own allocation at a random offset,
+  and outputs moved by spacers (``process-spread-scattered-...``);
+- where the code sits: the module imported 8 times, its kernel loaded at 8 places, each copy with
+  the same median (``process-spread-copies-...``).
 
-It also records each process's spin rate (the SM clock, in cycles per ns), to see whether the
-processes ran at different clocks. If the spread between processes shrinks in a variant, that
-variant is the way to time. Run on a GPU: ``python benchmarks/process_spread.py --processes 10``.
-Not a test.
+This version asks whether the shift is common to the kernels a process runs at a shape, so that
+a kernel timed in both processes (our baseline) measures it and can correct a solution's speedup
+(``judge.calibrate``). N fresh processes, one after another, each time the Llama RMSNorm baseline
+and a faster honest solution (the red team's ``honest_faster``) on the same call buffers, the
+kernel picked at random for every call (refill, cache flush, launch cover and events as the
+grader does). If the ratio of the two medians is steadier from process to process than either
+median, the shift is shared (``process-spread-shared-shift-...``).
+Run on a GPU: ``python benchmarks/process_spread.py --processes 10``. Not a test.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import random
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -34,37 +40,54 @@ sys.path.insert(0, str(ROOT))
 
 TASK = "llama-3-1-8b-instruct__rms_norm"
 SHAPES = [{"tokens": 4, "hidden": 4096}, {"tokens": 256, "hidden": 4096}]
-BUFFERS = 64
-CALLS_PER_REQUEST = 64
-VARIANTS = {"per_call_8": (8, 1), "per_call_64": (64, 1), "batch_4": (8, 4), "batch_16": (16, 16)}
-"""Variant -> (call buffers used, calls between one event pair)."""
+CALLS_PER_REQUEST = 32
+VARIANTS = ("baseline", "faster")
 
 
-def timed_batches(worker: Any, buffers: int, batch: int, calls: int, flush_bytes: int, cover_ns: int) -> list[tuple[int, float]]:
-    """(first buffer, ns per call) of each batch, timed as the worker times one call."""
+def load_copies(path: str, entry_point: str, count: int) -> list[Any]:
+    """``entry_point`` of ``count`` separately imported copies of the module at ``path`` (each
+    Triton kernel in them is compiled once, from the disk cache, but loaded once per copy)."""
+    functions = []
+    for k in range(count):
+        spec = importlib.util.spec_from_file_location(f"apex_copy_{k}", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        functions.append(getattr(module, entry_point))
+    return functions
+
+
+def timed_calls(worker: Any, functions: list[Any], calls: int, flush_bytes: int, cover_ns: int,
+                rng: random.Random, torch: Any) -> list[tuple[int, int, float]]:
+    """(copy, ns, SM clock in GHz) of each call, timed as the worker times one call."""
     timers = worker.timers
+    before = torch.cuda.Event(enable_timing=True)
     if worker.flush_buffer is None:
         worker.flush_buffer = timers.new_flush_buffer(flush_bytes)
     out = []
-    slot = 0
-    for _ in range(calls // batch):
-        first = slot
-        argsets = []
-        for _ in range(batch):
-            argsets.append(worker._fill(slot, worker.rotation.refill(slot)))
-            slot = (slot + 1) % buffers
+    for i in range(calls):
+        slot = i % len(worker.buffers)
+        copy = rng.randrange(len(functions))
+        args = worker.buffers[slot]
+        for target, source in zip(args, worker.pool[rng.randrange(len(worker.pool))]):
+            if torch.is_tensor(target):
+                target.copy_(source)
         timers.flush(worker.flush_buffer)
-        timers.cover_launch(cover_ns * batch if batch > 1 else cover_ns)
+        cycles = max(1, int(cover_ns * timers.spin_cycles_per_ns))
+        timers.record(before)
+        timers._sleep(cycles)
         timers.record(timers.start)
-        for args in argsets:
-            worker.function(*args)
+        functions[copy](*args)
         timers.record(timers.end)
         timers.synchronize()
-        out.append((first, timers.elapsed(timers.start, timers.end) * 1e6 / batch))
+        spin_ns = before.elapsed_time(timers.start) * 1e6
+        out.append((copy, round(timers.elapsed(timers.start, timers.end) * 1e6), cycles / spin_ns))
     return out
 
 
 def child(rounds: int) -> None:
+    import torch
+
     from apex_core.grader import fingerprint, stats
     from apex_core.grader.judge import launch_cover_ns
     from apex_core.grader.worker import Worker
@@ -77,31 +100,24 @@ def child(rounds: int) -> None:
     worker = Worker("torch", "cuda")
     inputs = {"ref": task.inputs, "dtype": task.dtype, "params": task.params}
     assert worker.load(str(task.baseline_path), task.entry_point, None, [], inputs)["ok"]
+    rng = random.Random()
 
+    solutions = load_copies(str(ROOT / "tests/apex_core/grader/red_team_gpu_solutions.py"), "write_solution", 1)[0]
+    faster_path = solutions("honest_faster", Path(tempfile.mkdtemp()))
+    functions = [worker.function, load_copies(str(faster_path), task.entry_point, 1)[0]]
     report: dict[str, Any] = {}
     for shape in SHAPES:
-        assert worker.stage(shape, [11 + k for k in range(8)], BUFFERS)["ok"]
+        assert worker.stage(shape, [11 + k for k in range(8)], 8)["ok"]
+        for function in functions:
+            function(*worker.pool[0])
         warm = worker.warmup(10, 0.025)
         cover = launch_cover_ns(int(warm["launch_ns"]))
-        samples: dict[str, list[float]] = {v: [] for v in VARIANTS}
-        by_buffer: dict[int, list[float]] = {}
-        names = list(VARIANTS)
-        for r in range(rounds):
-            for name in names[r % len(names):] + names[: r % len(names)]:
-                buffers, batch = VARIANTS[name]
-                for first, ns in timed_batches(worker, buffers, batch, CALLS_PER_REQUEST, flush_bytes, cover):
-                    samples[name].append(ns)
-                    if name == "per_call_8":
-                        by_buffer.setdefault(first, []).append(ns)
-        buffer_medians = [stats.median([round(v) for v in s]) for _, s in sorted(by_buffer.items())]
-        report[f"tokens={shape['tokens']}"] = {
-            "cover_ns": cover,
-            "launch_ns": warm["launch_ns"],
-            "spin_cycles_per_ns": worker.timers.spin_cycles_per_ns,
-            "per_call_8_buffer_medians": buffer_medians,
-            **{v: stats.median([round(x) for x in s]) for v, s in samples.items()},
-            **{f"{v}_mean": statistics.fmean(sorted(s)[: int(0.9 * len(s))]) for v, s in samples.items()},
-        }
+        samples: dict[int, list[int]] = {0: [], 1: []}
+        for _ in range(rounds):
+            for which, ns, _ghz in timed_calls(worker, functions, CALLS_PER_REQUEST, flush_bytes, cover, rng, torch):
+                samples[which].append(ns)
+        b, f = stats.median(samples[0]), stats.median(samples[1])
+        report[f"tokens={shape['tokens']}"] = {"cover_ns": cover, "baseline": b, "faster": f, "ratio": b / f}
     print(json.dumps(report))
 
 
@@ -132,16 +148,10 @@ def main() -> None:
     summary: dict[str, Any] = {}
     for key in results[0]:
         summary[key] = {}
-        for variant in [*VARIANTS, *(f"{v}_mean" for v in VARIANTS)]:
+        for variant in [*VARIANTS, "ratio"]:
             summary[key][variant] = spread([r[key][variant] for r in results])
             s = summary[key][variant]
-            print(f"{key} {variant}: process values {s['min']:.0f}-{s['max']:.0f} ns, spread {s['spread_pct']:.1f}%")
-        within = [spread(r[key]["per_call_8_buffer_medians"])["spread_pct"] for r in results]
-        summary[key]["per_call_8_within_process_buffer_spread_pct"] = within
-        print(f"{key} per_call_8: spread between the 8 buffers inside a process: {min(within):.1f}-{max(within):.1f}%")
-        clocks = [r[key]["spin_cycles_per_ns"] for r in results]
-        summary[key]["spin_cycles_per_ns"] = spread(clocks)
-        print(f"{key} spin clock: {min(clocks):.3f}-{max(clocks):.3f} cycles/ns")
+            print(f"{key} {variant}: process values {s['min']:.3f}-{s['max']:.3f}, spread {s['spread_pct']:.1f}%")
     if args.out:
         args.out.write_text(json.dumps({"processes": results, "summary": summary}, indent=2))
 

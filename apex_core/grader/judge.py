@@ -190,6 +190,12 @@ class _Run:
         """Why the profiler found that the solution's own kernels did not do the work ('' if they did)."""
         self.speedup_draws: list[Any] = []
         """Bootstrap draws of each timed shape's speedup, combined into the overall interval."""
+        self.corrections: dict[int, tuple[float, np.ndarray]] = {}
+        """Timed shape index -> the solution's worker's shift there (its time of our baseline over
+        the baseline worker's) and bootstrap draws of it; see ``calibrate``."""
+        self.calibrated_worker: WorkerProcess | None = None
+        self._own_baseline: WorkerProcess | None = None
+        """The baseline's worker of this grading when the pool is off (closed by ``close``)."""
         self.phases: dict[str, float] = {}
         self.timing_method = ""
         self.interpreted = False
@@ -198,6 +204,11 @@ class _Run:
             # nothing about speed.
             self.extra_env["TRITON_INTERPRET"] = "1"
             self.interpreted = True
+
+    def close(self) -> None:
+        if self._own_baseline is not None:
+            self._own_baseline.close()
+            self._own_baseline = None
 
     def _choose_device(self) -> str:
         requested = self.options.device
@@ -228,17 +239,25 @@ class _Run:
 
     def worker(self, path: Path, compile_cache: Path | None = None, trusted: bool = False) -> WorkerProcess:
         """A started worker with ``path`` loaded; a load failure is raised as the solution's own."""
-        spec = self.worker_spec(trusted)
+        worker = self.start_worker(trusted)
         if trusted and compile_cache is None:
             # Our own baseline compiles once per content, into a cache only the judge's user can
             # write: a solution (sandbox user) must not be able to swap the baseline's kernels.
-            compile_cache = default_cache_dir() / "baseline-compile" / file_hash(path)[:16]
+            compile_cache = self.baseline_compile_cache()
+        self.load_into(worker, path, compile_cache)
+        return worker
+
+    def start_worker(self, trusted: bool = False) -> WorkerProcess:
+        spec = self.worker_spec(trusted)
         if self.options.warm_pool:
             # Trusted (baseline) workers come from the pool too: their spec keeps them apart.
             worker = POOL.take(spec, self.options.timeout_s)
             POOL.prepare(spec)  # replacements start now, on cores away from the timing core
-        else:
-            worker = WorkerProcess(spec, self.options.timeout_s)
+            return worker
+        return WorkerProcess(spec, self.options.timeout_s)
+
+    def load_into(self, worker: WorkerProcess, path: Path, compile_cache: Path | None) -> None:
+        """Load ``path`` into ``worker``; the worker is closed if that fails."""
         try:
             inputs = {"ref": self.task.inputs, "dtype": self.task.dtype, "params": self.task.params}
             reply = worker.load(path, self.task.entry_point, compile_cache, self.task.output_args, inputs)
@@ -251,7 +270,16 @@ class _Run:
                 raise _Failed(Outcome.infra_error, f"the baseline does not load: {reply.get('message')}")
             kind = Outcome.infra_error if reply.get("kind") == "infra_error" else Outcome.compile_error
             raise _Failed(kind, str(reply.get("message")))
-        return worker
+
+    @property
+    def calibrates(self) -> bool:
+        """Whether the solution's worker measures its own shift first (``calibrate``): on a GPU,
+        timing with our own backend, for baselines written in Python (a native baseline would
+        build its extension in the solution's worker)."""
+        return (
+            self.device != "cpu" and self.options.timing and self.options.backend == "apex"
+            and self.task.baseline_path.suffix == ".py"
+        )
 
     @contextlib.contextmanager
     def baseline_worker(self) -> Iterator[WorkerProcess]:
@@ -261,8 +289,10 @@ class _Run:
         compile per grading. It runs as the judge's user, out of a solution's reach.
         """
         if not self.options.warm_pool:
-            with self.worker(self.task.baseline_path, trusted=True) as worker:
-                yield worker
+            # One per grading: the calibration and the timing must see the same baseline process.
+            if self._own_baseline is None or not self._own_baseline.alive():
+                self._own_baseline = self.worker(self.task.baseline_path, trusted=True)
+            yield self._own_baseline
             return
         key = (self.task.id, self.task.content_hash(), self.worker_spec(trusted=True))
         worker = _BASELINE_WORKERS.pop(key, None)
@@ -412,28 +442,35 @@ class _Run:
 
     # --- timing ------------------------------------------------------------------------------------
 
-    def time_shape(
-        self, baseline: WorkerProcess, candidate: WorkerProcess, shape: Shape, index: int, spec: GpuSpec | None
-    ) -> ShapeTiming:
-        on_gpu = self.device != "cpu"
-        # Each worker draws the input sets on the device from these seeds, as the judge does for
-        # the references: nothing large crosses a pipe.
+    def timing_plan(self, shape: Shape, index: int) -> tuple[list[int], int, int]:
+        """(seeds, call buffers, flush bytes) of timed shape number ``index``."""
         seeds = [_case_seed(self.options.public_seed, self.secret_seed, 1000 + index, k) for k in range(self.input_sets(shape))]
-        flush = spec.cache_flush_bytes if spec else DEFAULT_FLUSH_BYTES
-        workers = {"baseline": baseline, "solution": candidate}
         buffers = SMALL_CALL_BUFFERS if self.call_bytes(shape) <= SMALL_CALL_BYTES else CALL_BUFFERS
+        _, spec = _machine() if self.device != "cpu" else (None, None)
+        flush = (spec.cache_flush_bytes if spec else DEFAULT_FLUSH_BYTES) if self.device != "cpu" else 0
+        return seeds, buffers, flush
+
+    def _stage(self, workers: dict[str, WorkerProcess], shape: Shape, seeds: list[int], buffers: int) -> dict[str, int]:
+        """Stage the inputs and warm up in each worker; their host launch times."""
         launch_ns: dict[str, int] = {}
-        with self.phase("timing.stage"):
-            for name, worker in workers.items():
-                reply, _ = worker.request({"op": "stage", "shape": shape, "seeds": seeds, "buffers": buffers})
-                self._require_ok(reply, name)
-                reply, _ = worker.request({"op": "warmup", "min_calls": 10, "min_seconds": 0.025})
-                self._require_ok(reply, name)
-                launch_ns[name] = int(reply.get("launch_ns", 0))
-        cover_ns = launch_cover_ns(launch_ns["baseline"]) if on_gpu else 0
-        rotation = CallRotation(len(seeds), buffers)
-        """The judge's own account of which input set each of the solution's buffers held."""
-        samples: dict[str, list[int]] = {"baseline": [], "solution": []}
+        for name, worker in workers.items():
+            reply, _ = worker.request({"op": "stage", "shape": shape, "seeds": seeds, "buffers": buffers})
+            self._require_ok(reply, name)
+            reply, _ = worker.request({"op": "warmup", "min_calls": 10, "min_seconds": 0.025})
+            self._require_ok(reply, name)
+            launch_ns[name] = int(reply.get("launch_ns", 0))
+        return launch_ns
+
+    def _time_rounds(
+        self, workers: dict[str, WorkerProcess], flush: int, cover_ns: int, rotation: CallRotation | None = None,
+        give_up_above_ns: float | None = None,
+    ) -> tuple[dict[str, list[int]], dict[str, int]] | None:
+        """Samples of the two workers, timed in alternating rounds until both medians are stable
+        or the budget is spent; with the Python threads each had. ``rotation`` follows the
+        solution's call buffers. None if, after the first round, the baseline's median is above
+        ``give_up_above_ns``."""
+        on_gpu = self.device != "cpu"
+        samples: dict[str, list[int]] = {name: [] for name in workers}
         threads: dict[str, int] = {}
         reps = 5
         deadline = time.monotonic() + self.options.time_budget_s
@@ -443,28 +480,82 @@ class _Run:
             if round_index % 2:
                 order.reverse()
             for name, worker in order:
-                request = {
-                    "op": "time",
-                    "reps": reps,
-                    "flush_bytes": flush if on_gpu else 0,
-                    "cover_ns": cover_ns,
-                }
-                reply, _ = worker.request(request)
+                reply, _ = worker.request({"op": "time", "reps": reps, "flush_bytes": flush, "cover_ns": cover_ns})
                 self._require_ok(reply, name)
-                if name == "solution":
+                if name == "solution" and rotation is not None:
                     rotation.timed_request(reps)
                 samples[name].extend(int(s) for s in reply["samples_ns"])
                 threads[name] = int(reply.get("python_threads", 0))
             round_index += 1
+            if round_index == 1 and give_up_above_ns is not None and stats.median(samples["baseline"]) > give_up_above_ns:
+                return None
             enough = round_index >= MIN_ROUNDS and all(len(v) >= self.options.min_samples for v in samples.values())
             stable = all(
                 stats.relative_standard_error_of_median(v, robust=on_gpu) < self.options.target_rse for v in samples.values()
             )
             if (enough and stable) or time.monotonic() >= deadline:
-                break
+                return samples, threads
             # Grow the chunk so that per-request overhead stays small for fast kernels.
             slowest = max(stats.median(v) for v in samples.values())
             reps = int(min(MAX_REPS_PER_REQUEST, max(5, 0.05e9 / max(slowest, 1.0))))
+
+    def calibrate(self, candidate: WorkerProcess, shorter_than_ns: float = stats.SHORT_CALL_NS) -> None:
+        """Measure, before the solution is imported, how the candidate's process shifts short calls.
+
+        A GPU process shifts the time of a 4-8 us kernel by a few percent for its whole life, and
+        nothing inside it (buffers, code placement, clocks) was found to set the shift
+        (docs/benchmarks.md). The shift is largely common to the kernels a process runs at one
+        shape: on an H200 the baseline and a faster kernel timed in the same processes had medians
+        whose ratio varied 2.5-4x less between processes than either median. So the candidate's
+        fresh worker first loads our baseline and times it against the baseline's worker at each
+        short timed shape. The ratio of the two, measured while no solution code had yet run in
+        that process, corrects the solution's speedup at that shape later (``time_shape``). Shapes
+        whose baseline call takes ``shorter_than_ns`` or more are left after one round: there the
+        spread between processes is a few tenths of a percent and the interval takes it instead.
+        """
+        control_cache = candidate.scratch / "control-compile"
+        trusted_cache = self.baseline_compile_cache()
+        if trusted_cache.is_dir():
+            # A copy of our baseline's compiled kernels, so the control compiles nothing; made
+            # fresh for this worker, so nothing the solution later writes there matters.
+            shutil.copytree(trusted_cache, control_cache, dirs_exist_ok=True)
+        self.load_into(candidate, self.task.baseline_path, control_cache)
+        self.calibrated_worker = candidate
+        with self.baseline_worker() as baseline:
+            workers = {"baseline": baseline, "solution": candidate}
+            for index, shape in enumerate(self.task.timed_shapes):
+                seeds, buffers, flush = self.timing_plan(shape, index)
+                launch_ns = self._stage(workers, shape, seeds, buffers)
+                timed = self._time_rounds(workers, flush, launch_cover_ns(launch_ns["baseline"]), give_up_above_ns=shorter_than_ns)
+                if timed is None:
+                    continue
+                samples, _ = timed
+                factor = stats.median(samples["solution"]) / max(stats.median(samples["baseline"]), 1e-9)
+                draws = stats.bootstrap_speedup_draws(
+                    samples["solution"], samples["baseline"], self.options.bootstrap_draws, seed=10_000 + index
+                )
+                self.corrections[index] = (factor, draws)
+
+    def baseline_compile_cache(self) -> Path:
+        """Where our baseline's kernels are compiled: a cache only the judge's user can write."""
+        return default_cache_dir() / "baseline-compile" / file_hash(self.task.baseline_path)[:16]
+
+    def time_shape(
+        self, baseline: WorkerProcess, candidate: WorkerProcess, shape: Shape, index: int, spec: GpuSpec | None
+    ) -> ShapeTiming:
+        on_gpu = self.device != "cpu"
+        # Each worker draws the input sets on the device from these seeds, as the judge does for
+        # the references: nothing large crosses a pipe.
+        seeds, buffers, flush = self.timing_plan(shape, index)
+        workers = {"baseline": baseline, "solution": candidate}
+        with self.phase("timing.stage"):
+            launch_ns = self._stage(workers, shape, seeds, buffers)
+        cover_ns = launch_cover_ns(launch_ns["baseline"]) if on_gpu else 0
+        rotation = CallRotation(len(seeds), buffers)
+        """The judge's own account of which input set each of the solution's buffers held."""
+        timed = self._time_rounds(workers, flush, cover_ns, rotation)
+        assert timed is not None
+        samples, threads = timed
         with self.phase("timing.outputs"):
             self._check_timed_outputs(candidate, shape, seeds, rotation)
         if on_gpu:
@@ -477,21 +568,27 @@ class _Run:
             self.flags.append(f"spawned_threads: {threads['solution'] - threads['baseline']} extra Python threads")
         b_med, s_med = stats.median(samples["baseline"]), stats.median(samples["solution"])
         draws = stats.bootstrap_speedup_draws(samples["baseline"], samples["solution"], self.options.bootstrap_draws, seed=index)
-        if on_gpu:
-            draws = stats.with_between_process_spread(draws, b_med, seed=index)
+        # The candidate's own shift, if it was measured in this very worker (not in the fresh one
+        # of a hardened re-measurement); otherwise the interval takes the spread between processes.
+        factor, shift_draws = self.corrections.get(index, (None, None)) if candidate is self.calibrated_worker else (None, None)
+        if shift_draws is not None:
+            draws = stats.with_process_shift(draws, shift_draws)
+        elif on_gpu:
+            draws = stats.with_between_process_spread(draws, b_med)
         self.speedup_draws.append(draws)
         floor_ns = self.floor_ns(shape, spec)
         return ShapeTiming(
             shape=shape,
             baseline_median_ns=b_med,
             solution_median_ns=s_med,
-            speedup=b_med / max(s_med, 1e-9),
+            speedup=b_med / max(s_med, 1e-9) * (factor or 1.0),
             speedup_ci95=stats.interval(draws),
             baseline_samples_ns=samples["baseline"],
             solution_samples_ns=samples["solution"],
             roofline_floor_ns=floor_ns,
             launch_cover_ns=cover_ns or None,
             solution_launch_ns=launch_ns["solution"] if on_gpu else None,
+            process_correction=factor,
         )
 
     @staticmethod
@@ -618,7 +715,7 @@ class _Run:
             solution = [int(round(v)) for v in measured.solution_samples_ns] or [int(measured.solution_median_ns)]
             draws = stats.bootstrap_speedup_draws(baseline, solution, self.options.bootstrap_draws, seed=index)
             if self.device != "cpu":
-                draws = stats.with_between_process_spread(draws, measured.baseline_median_ns, seed=index)
+                draws = stats.with_between_process_spread(draws, measured.baseline_median_ns)
             self.speedup_draws.append(draws)
             self.timings.append(
                 ShapeTiming(
@@ -724,8 +821,9 @@ def _provenance(
         timing_method=timing_method
         or (
             "cuda events per call after a device spin sized from the baseline's launch time, cache flush of 2x the "
-            "last-level cache, rotating refilled inputs, interleaved A/B, adaptive; speedup interval "
-            "widened by the measured spread between worker processes"
+            "last-level cache, rotating refilled inputs, interleaved A/B, adaptive; calls under 20 us corrected by "
+            "the solution worker's own shift, measured on the baseline before the solution was imported; other "
+            "speedup intervals widened by the measured spread between worker processes"
             if on_gpu
             else "perf_counter_ns per call, rotating refilled inputs, interleaved A/B, adaptive"
         ),
@@ -793,8 +891,16 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
                 "(bash setup.sh) and start a new grading process",
             )
         with run.phase("load"):
-            candidate = run.worker(solution, run.candidate_cache())
+            candidate = run.start_worker()
         with candidate:
+            if run.calibrates:
+                with run.phase("calibration"):
+                    try:
+                        run.calibrate(candidate)
+                    except (_Failed, WorkerFailure) as failure:  # only our own code has run there yet
+                        raise _Failed(Outcome.infra_error, f"calibrating the solution's worker: {failure}") from None
+            with run.phase("load"):
+                run.load_into(candidate, solution, run.candidate_cache())
             compiled = True
             with run.phase("correctness"):
                 failure = run.check(candidate)
@@ -814,6 +920,8 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
     except WorkerFailure as failure:
         kinds = {"timeout": Outcome.timeout, "tampering": Outcome.tampering}
         outcome, reason = kinds.get(failure.kind, Outcome.crash), str(failure)
+    finally:
+        run.close()
 
     if hard and outcome in (Outcome.ok, Outcome.wrong_answer, Outcome.runtime_error):
         outcome, reason = Outcome.tampering, f"line {hard[0].line}: {hard[0].detail}"

@@ -48,6 +48,10 @@ class ShapeTiming(BaseModel):
     """How long the device spun before each timed call, hiding the host's launch (GPU only)."""
     solution_launch_ns: int | None = None
     """The solution's host-side launch time (90th percentile); beyond the cover it is timed."""
+    process_correction: float | None = None
+    """How much slower the solution's worker process ran our baseline than the baseline's worker
+    did, measured before the solution was imported (short GPU calls only). ``speedup`` is
+    baseline_median_ns / solution_median_ns multiplied by it; None where no correction applies."""
 
 
 class Provenance(BaseModel):

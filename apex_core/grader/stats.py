@@ -113,18 +113,42 @@ on an H200 (2026-11-30, docs/benchmarks.md, 24 gradings at each shape): 1.7-2.1%
 0.4-0.5% at 39 us (root mean square of log speedup around 0, so a consistent lean counts too)."""
 
 
-def with_between_process_spread(draws: np.ndarray, baseline_median_ns: float, seed: int) -> np.ndarray:
+def with_between_process_spread(draws: np.ndarray, baseline_median_ns: float, seed: int = 0) -> np.ndarray:
     """Bootstrap draws widened by the spread between worker processes.
 
     Baseline and solution are timed in two processes, and a process shifts a short call's median
-    by a percent or two (where its buffers land, among other things), in a way that resampling one
-    pair of processes' samples cannot see: without this term the baseline graded against itself
-    got intervals that excluded 1.0 in most gradings, and was credited 0.98x. Each draw is
-    multiplied by a log-normal factor with the spread measured for calls of that length.
+    by a percent or two, in a way that resampling one pair of processes' samples cannot see:
+    without this term the baseline graded against itself got intervals that excluded 1.0 in most
+    gradings, and was credited 0.98x. Each draw is multiplied by a log-normal factor with the
+    spread measured for calls of that length.
+
+    The factor belongs to the pair of processes, not to a shape: in the baseline-against-itself
+    runs of docs/benchmarks.md the speedups at (256, 4096) and (4, 4096) of one grading moved
+    together (correlation 0.6-0.8 over five runs of 12-24 gradings). So every shape of a grading
+    gets the same normal variates (the same ``seed``), scaled by its own spread; independent ones
+    would average out over the shapes and leave the overall interval too narrow (one baseline
+    graded against itself was credited 1.018x that way, 2026-11-30). Shapes calibrated in the
+    solution's own worker do not take this term (``judge.calibrate``).
     """
     spread = BETWEEN_PROCESS_SPREAD_SHORT if baseline_median_ns < SHORT_CALL_NS else BETWEEN_PROCESS_SPREAD_LONG
     rng = np.random.default_rng([seed, 1])
     return draws * np.exp(rng.normal(0.0, spread, size=draws.shape))
+
+
+CALIBRATED_RESIDUAL_SPREAD = 0.008
+"""Standard deviation of log(speedup) left after the correction by the solution worker's measured
+shift (``judge.calibrate``): the baseline graded against itself 16 times on an H200 (2026-11-30,
+docs/benchmarks.md) had a root mean square log speedup of 0.76% at (256, 4096) and 0.50% at
+(4, 4096) after the correction, against 2.1% and 1.4% before it. A process's shift moves a little
+between the calibration and the timing a second later."""
+
+
+def with_process_shift(draws: np.ndarray, shift_draws: np.ndarray, seed: int = 0) -> np.ndarray:
+    """Speedup draws corrected by draws of the solution worker's shift, and widened by what that
+    correction leaves (the same normal variates for every shape of a grading, as in
+    ``with_between_process_spread``)."""
+    rng = np.random.default_rng([seed, 2])
+    return draws * shift_draws * np.exp(rng.normal(0.0, CALIBRATED_RESIDUAL_SPREAD, size=draws.shape))
 
 
 def _resampled_medians(values: np.ndarray, picks: np.ndarray) -> np.ndarray:

@@ -191,3 +191,44 @@ def test_the_baseline_compiles_into_a_cache_of_its_own_that_solutions_cannot_rea
     assert result.outcome is Outcome.ok, result.reason
     cache = default_cache_dir() / "baseline-compile" / file_hash(task.baseline_path)[:16]
     assert cache.is_dir() and cache.stat().st_uid == os.getuid()
+
+
+def test_the_shift_measured_in_the_solutions_worker_before_the_import_corrects_its_speedup(task):
+    # On a GPU the judge does this itself (``_Run.calibrates``); the same steps on the CPU task:
+    # the fresh worker times our baseline first, then loads the solution.
+    from apex_core.grader.judge import _Run
+
+    run = _Run(task, CANNED, GradeOptions(warm_pool=False, time_budget_s=0.1, timeout_s=30))
+    with run.start_worker() as candidate:
+        run.calibrate(candidate, shorter_than_ns=1e12)  # the CPU task's calls count as short here
+        run.load_into(candidate, CANNED, run.candidate_cache())
+        timings = run.time_all(candidate)
+    run.close()
+    assert sorted(run.corrections) == list(range(len(task.timed_shapes)))
+    for index, timing in enumerate(timings):
+        factor, draws = run.corrections[index]
+        assert timing.process_correction == factor > 0
+        assert timing.speedup == pytest.approx(timing.baseline_median_ns / timing.solution_median_ns * factor)
+        assert len(draws) == run.options.bootstrap_draws
+
+
+def test_long_calls_are_not_calibrated(task):
+    from apex_core.grader.judge import _Run
+
+    run = _Run(task, CANNED, GradeOptions(warm_pool=False, time_budget_s=0.1, timeout_s=30))
+    with run.start_worker() as candidate:
+        run.calibrate(candidate)  # the CPU baseline's call takes milliseconds
+    run.close()
+    assert run.corrections == {}
+
+
+def test_a_worker_that_was_not_calibrated_gets_no_correction(task):
+    from apex_core.grader.judge import _Run
+
+    run = _Run(task, CANNED, GradeOptions(warm_pool=False, time_budget_s=0.1, timeout_s=30))
+    with run.start_worker() as calibrated:
+        run.calibrate(calibrated, shorter_than_ns=1e12)
+    with run.worker(CANNED, run.candidate_cache()) as fresh:  # as in a hardened re-measurement
+        timings = run.time_all(fresh)
+    run.close()
+    assert run.corrections and all(t.process_correction is None for t in timings)

@@ -39,6 +39,20 @@ def test_honest_kernels_pass_without_penalty(task, name, tmp_path):
     assert result.rl_reward >= 0.4
 
 
+def test_short_calls_are_corrected_by_the_shift_measured_in_the_solutions_own_worker(task):
+    # The baseline against itself: the control the candidate's worker timed before the import is
+    # the very kernel it times afterwards, so the corrected speedup is a same-process comparison.
+    result = grade(task, task.baseline_path, OPTIONS)
+    assert result.outcome is Outcome.ok, result.reason
+    assert "calibration" in result.phases_s
+    short = [t for t in result.timings if t.baseline_median_ns < 20_000]
+    assert short, "the task times at least one shape under 20 us"
+    for timing in short:
+        assert timing.process_correction is not None
+        assert timing.speedup_ci95[0] <= 1.0 <= timing.speedup_ci95[1], timing
+    assert result.speedup == 1.0
+
+
 @pytest.mark.parametrize("name", ["pure_pytorch", "ghost_kernel", "try_except_fallback"])
 def test_work_not_done_by_the_solutions_own_kernel_earns_no_speedup(task, name, tmp_path):
     result = grade(task, solutions.write_solution(name, tmp_path), OPTIONS)

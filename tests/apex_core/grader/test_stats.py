@@ -92,3 +92,16 @@ def test_host_timed_samples_keep_the_standard_deviation_so_bursts_of_load_keep_t
     rng = np.random.default_rng(5)
     samples = [int(v) for v in rng.normal(6000, 30, size=300)] + [90_000] * 6
     assert stats.relative_standard_error_of_median(samples, robust=False) > 0.005
+
+
+def test_a_corrected_speedup_moves_by_the_shift_and_keeps_a_residual_width():
+    rng = np.random.default_rng(5)
+    baseline = list(rng.normal(6600, 30, 200).round().astype(int))
+    solution = list(rng.normal(6600, 30, 200).round().astype(int))
+    draws = stats.bootstrap_speedup_draws(baseline, solution, 2000, seed=0)
+    shift = np.full(2000, 1.02)  # the solution's worker ran our baseline 2% slower
+    corrected = stats.with_process_shift(draws, shift)
+    assert np.median(corrected) == pytest.approx(1.02 * np.median(draws), rel=2e-3)
+    low, high = stats.interval(corrected)
+    raw_low, raw_high = stats.interval(draws)
+    assert high - low > raw_high - raw_low  # the residual spread is added, never removed
