@@ -18,7 +18,9 @@ a kernel timed in both processes (our baseline) measures it and can correct a so
 and a faster honest solution (the red team's ``honest_faster``) on the same call buffers, the
 kernel picked at random for every call (refill, cache flush, launch cover and events as the
 grader does). If the ratio of the two medians is steadier from process to process than either
-median, the shift is shared (``process-spread-shared-shift-...``).
+median, the shift is shared (``process-spread-shared-shift-...``). With ``--stages N`` each
+process stages every shape N times over (new inputs and buffers), to see whether a process keeps
+its shift from one staging to the next (``process-spread-restaged-...``).
 Run on a GPU: ``python benchmarks/process_spread.py --processes 10``. Not a test.
 """
 
@@ -85,7 +87,7 @@ def timed_calls(worker: Any, functions: list[Any], calls: int, flush_bytes: int,
     return out
 
 
-def child(rounds: int) -> None:
+def child(rounds: int, stages: int) -> None:
     import torch
 
     from apex_core.grader import fingerprint, stats
@@ -106,7 +108,7 @@ def child(rounds: int) -> None:
     faster_path = solutions("honest_faster", Path(tempfile.mkdtemp()))
     functions = [worker.function, load_copies(str(faster_path), task.entry_point, 1)[0]]
     report: dict[str, Any] = {}
-    for shape in SHAPES:
+    for shape, stage in [(shape, stage) for shape in SHAPES for stage in range(stages)]:
         assert worker.stage(shape, [11 + k for k in range(8)], 8)["ok"]
         for function in functions:
             function(*worker.pool[0])
@@ -117,7 +119,8 @@ def child(rounds: int) -> None:
             for which, ns, _ghz in timed_calls(worker, functions, CALLS_PER_REQUEST, flush_bytes, cover, rng, torch):
                 samples[which].append(ns)
         b, f = stats.median(samples[0]), stats.median(samples[1])
-        report[f"tokens={shape['tokens']}"] = {"cover_ns": cover, "baseline": b, "faster": f, "ratio": b / f}
+        key = f"tokens={shape['tokens']}" + (f" stage {stage + 1}" if stages > 1 else "")
+        report[key] = {"cover_ns": cover, "baseline": b, "faster": f, "ratio": b / f}
     print(json.dumps(report))
 
 
@@ -130,16 +133,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--processes", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--stages", type=int, default=1, help="stage each shape this many times in every process")
     parser.add_argument("--child", action="store_true")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if args.child:
-        child(args.rounds)
+        child(args.rounds, args.stages)
         return
     results = []
     for index in range(args.processes):
         done = subprocess.run(
-            [sys.executable, __file__, "--child", "--rounds", str(args.rounds)], capture_output=True, text=True, check=False
+            [sys.executable, __file__, "--child", "--rounds", str(args.rounds), "--stages", str(args.stages)], capture_output=True, text=True, check=False
         )
         if done.returncode != 0:
             raise SystemExit(f"process {index + 1} failed:\n{done.stderr[-3000:]}")

@@ -63,6 +63,8 @@ SMALL_CALL_BYTES = 32 * 1024**2
 more allocations averaged over, so where the memory happens to sit moves a small kernel's median
 less from one grading to the next."""
 _BASELINE_TRACES: dict[tuple[str, str, str], dict[str, Any]] = {}
+_BASELINE_MEDIANS: dict[tuple[str, str, str, tuple[tuple[str, int], ...]], float] = {}
+"""The baseline's last median per task, device and timed shape: which shapes ``calibrate`` skips."""
 _BASELINE_WORKERS: dict[tuple[str, str, WorkerSpec], WorkerProcess] = {}
 """Baseline workers kept between gradings (pool mode), by task, task content and worker spec."""
 BASELINE_WORKERS_KEPT = 4
@@ -502,16 +504,18 @@ class _Run:
     def calibrate(self, candidate: WorkerProcess, shorter_than_ns: float = stats.SHORT_CALL_NS) -> None:
         """Measure, before the solution is imported, how the candidate's process shifts short calls.
 
-        A GPU process shifts the time of a 4-8 us kernel by a few percent for its whole life, and
-        nothing inside it (buffers, code placement, clocks) was found to set the shift
+        Two GPU processes time one 4-8 us kernel a few percent apart, and none of the causes tried
+        (the flush, where buffers, outputs or code sit, batching, the SM clock) set the shift
         (docs/benchmarks.md). The shift is largely common to the kernels a process runs at one
         shape: on an H200 the baseline and a faster kernel timed in the same processes had medians
         whose ratio varied 2.5-4x less between processes than either median. So the candidate's
         fresh worker first loads our baseline and times it against the baseline's worker at each
         short timed shape. The ratio of the two, measured while no solution code had yet run in
-        that process, corrects the solution's speedup at that shape later (``time_shape``). Shapes
-        whose baseline call takes ``shorter_than_ns`` or more are left after one round: there the
-        spread between processes is a few tenths of a percent and the interval takes it instead.
+        that process, corrects the solution's speedup at that shape later (``time_shape``); the
+        shift moves a little by then, which the interval allows for
+        (``stats.CALIBRATED_RESIDUAL_SPREAD``). Shapes whose baseline call takes ``shorter_than_ns``
+        or more are skipped (known from an earlier grading in this process, else after one
+        round): there processes differ by a few tenths of a percent, which the interval takes.
         """
         control_cache = candidate.scratch / "control-compile"
         trusted_cache = self.baseline_compile_cache()
@@ -524,6 +528,9 @@ class _Run:
         with self.baseline_worker() as baseline:
             workers = {"baseline": baseline, "solution": candidate}
             for index, shape in enumerate(self.task.timed_shapes):
+                known = _BASELINE_MEDIANS.get(self.baseline_median_key(shape))
+                if known is not None and known >= shorter_than_ns:
+                    continue
                 seeds, buffers, flush = self.timing_plan(shape, index)
                 launch_ns = self._stage(workers, shape, seeds, buffers)
                 timed = self._time_rounds(workers, flush, launch_cover_ns(launch_ns["baseline"]), give_up_above_ns=shorter_than_ns)
@@ -535,6 +542,9 @@ class _Run:
                     samples["solution"], samples["baseline"], self.options.bootstrap_draws, seed=10_000 + index
                 )
                 self.corrections[index] = (factor, draws)
+
+    def baseline_median_key(self, shape: Shape) -> tuple[str, str, str, tuple[tuple[str, int], ...]]:
+        return (self.task.id, self.task.content_hash(), self.device, tuple(sorted(shape.items())))
 
     def baseline_compile_cache(self) -> Path:
         """Where our baseline's kernels are compiled: a cache only the judge's user can write."""
@@ -567,6 +577,7 @@ class _Run:
         if threads.get("solution", 0) > threads.get("baseline", 0):
             self.flags.append(f"spawned_threads: {threads['solution'] - threads['baseline']} extra Python threads")
         b_med, s_med = stats.median(samples["baseline"]), stats.median(samples["solution"])
+        _BASELINE_MEDIANS[self.baseline_median_key(shape)] = b_med
         draws = stats.bootstrap_speedup_draws(samples["baseline"], samples["solution"], self.options.bootstrap_draws, seed=index)
         # The candidate's own shift, if it was measured in this very worker (not in the fresh one
         # of a hardened re-measurement); otherwise the interval takes the spread between processes.

@@ -104,8 +104,10 @@ def speed_problems(result: GradeResult) -> list[str]:
     Overall it must be significantly faster. Per shape, only a significant loss counts: where the
     baseline already runs at the copy bandwidth (DeepSeek's silu_and_mul at 8192 tokens) or at the
     launch floor (4 decode tokens), a solution can only tie it. The grader's intervals include the
-    spread between worker processes (``stats.with_between_process_spread``), so a tie's interval
-    reaches 1.0; before they did, ties at the launch floor failed or passed by chance.
+    spread between worker processes (``stats.with_between_process_spread``), or what is left of it
+    after the correction by the solution worker's measured shift (``stats.with_process_shift``), so
+    a tie's interval reaches 1.0; before they did, ties at the launch floor failed or passed by
+    chance.
     """
     problems = []
     if not result.speedup or result.speedup <= 1.0:
