@@ -196,6 +196,7 @@ class _Run:
         """Timed shape index -> the solution's worker's shift there (its time of our baseline over
         the baseline worker's) and bootstrap draws of it; see ``calibrate``."""
         self.calibrated_worker: WorkerProcess | None = None
+        self.stage_token = secrets.token_hex(4)
         self._own_baseline: WorkerProcess | None = None
         """The baseline's worker of this grading when the pool is off (closed by ``close``)."""
         self.phases: dict[str, float] = {}
@@ -452,11 +453,19 @@ class _Run:
         flush = (spec.cache_flush_bytes if spec else DEFAULT_FLUSH_BYTES) if self.device != "cpu" else 0
         return seeds, buffers, flush
 
-    def _stage(self, workers: dict[str, WorkerProcess], shape: Shape, seeds: list[int], buffers: int) -> dict[str, int]:
-        """Stage the inputs and warm up in each worker; their host launch times."""
+    def _stage(
+        self, workers: dict[str, WorkerProcess], shape: Shape, seeds: list[int], buffers: int, kept: str | None = None,
+        reuse: bool = False,
+    ) -> dict[str, int]:
+        """Stage the inputs and warm up in each worker; their host launch times. ``kept`` names a
+        stage the workers keep (``reuse=False``) or take up again (``reuse=True``)."""
         launch_ns: dict[str, int] = {}
         for name, worker in workers.items():
-            reply, _ = worker.request({"op": "stage", "shape": shape, "seeds": seeds, "buffers": buffers})
+            if reuse:
+                request: dict[str, Any] = {"op": "select", "name": kept}
+            else:
+                request = {"op": "stage", "shape": shape, "seeds": seeds, "buffers": buffers, "keep_as": kept}
+            reply, _ = worker.request(request)
             self._require_ok(reply, name)
             reply, _ = worker.request({"op": "warmup", "min_calls": 10, "min_seconds": 0.025})
             self._require_ok(reply, name)
@@ -532,7 +541,7 @@ class _Run:
                 if known is not None and known >= shorter_than_ns:
                     continue
                 seeds, buffers, flush = self.timing_plan(shape, index)
-                launch_ns = self._stage(workers, shape, seeds, buffers)
+                launch_ns = self._stage(workers, shape, seeds, buffers, kept=self.kept_stage(index))
                 timed = self._time_rounds(workers, flush, launch_cover_ns(launch_ns["baseline"]), give_up_above_ns=shorter_than_ns)
                 if timed is None:
                     continue
@@ -542,6 +551,11 @@ class _Run:
                     samples["solution"], samples["baseline"], self.options.bootstrap_draws, seed=10_000 + index
                 )
                 self.corrections[index] = (factor, draws)
+
+    def kept_stage(self, index: int) -> str:
+        """The name under which both workers keep the stage of timed shape ``index`` from the
+        calibration to the timing (unique to this grading)."""
+        return f"{self.stage_token}-{index}"
 
     def baseline_median_key(self, shape: Shape) -> tuple[str, str, str, tuple[tuple[str, int], ...]]:
         return (self.task.id, self.task.content_hash(), self.device, tuple(sorted(shape.items())))
@@ -558,8 +572,12 @@ class _Run:
         # the references: nothing large crosses a pipe.
         seeds, buffers, flush = self.timing_plan(shape, index)
         workers = {"baseline": baseline, "solution": candidate}
+        # A calibrated shape is timed on the stages its calibration used, in both workers: a
+        # process's shift at a short call can change from one staging to the next.
+        calibrated = candidate is self.calibrated_worker and index in self.corrections
         with self.phase("timing.stage"):
-            launch_ns = self._stage(workers, shape, seeds, buffers)
+            launch_ns = self._stage(workers, shape, seeds, buffers, kept=self.kept_stage(index) if calibrated else None,
+                                    reuse=calibrated)
         cover_ns = launch_cover_ns(launch_ns["baseline"]) if on_gpu else 0
         rotation = CallRotation(len(seeds), buffers)
         """The judge's own account of which input set each of the solution's buffers held."""

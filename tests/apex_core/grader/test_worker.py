@@ -58,3 +58,28 @@ def test_the_first_call_at_a_shape_runs_on_the_free_cores_and_timed_calls_on_the
     seen = json.loads(done.stdout)
     assert seen["before"] == cores and seen["prime"] == cores
     assert seen["staged"] == [timing_core] and all(calls == [timing_core] for calls in seen["timed"])
+
+
+def test_a_kept_stage_is_taken_up_again_with_the_same_buffers():
+    from apex_core.grader.worker import Worker
+    from apex_core.tasks import get_task
+
+    task = get_task("cpu-mini__rms_norm")
+    worker = Worker("numpy", "cpu")
+    inputs = {"ref": task.inputs, "dtype": task.dtype, "params": task.params}
+    assert worker.load(str(task.baseline_path), task.entry_point, None, [], inputs)["ok"]
+    shape = task.benchmark_shapes[0]
+    assert worker.stage(shape, [1, 2], 3, keep_as="calibration-0")["ok"]
+    kept_buffers = worker.buffers
+    assert worker.stage(shape, [3, 4], 3)["ok"]  # an unnamed stage in between
+    assert worker.buffers is not kept_buffers
+    assert worker.select("calibration-0")["ok"]
+    assert worker.buffers is kept_buffers
+    assert worker.rotation.last_timed == {} and worker.timed_outputs == {}
+
+
+def test_taking_up_a_stage_that_was_never_kept_is_an_infrastructure_error():
+    from apex_core.grader.worker import Worker
+
+    reply = Worker("numpy", "cpu").select("nothing")
+    assert reply["ok"] is False and reply["kind"] == "infra_error"
