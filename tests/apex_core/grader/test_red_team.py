@@ -24,6 +24,17 @@ CORRECT = textwrap.dedent(
 )
 
 
+HONEST_WHILE_CHECKED = """
+    _calls = []
+    def rms_norm(x, weight, eps):
+        _calls.append(1)
+        if len(_calls) > 60:
+            return np.zeros_like(x)
+        return _correct(x, weight, eps)
+"""
+"""Correct for the first 60 calls (the correctness checks), zeros once timed."""
+
+
 @pytest.fixture
 def task():
     return get_task("cpu-mini__rms_norm")
@@ -161,13 +172,7 @@ def test_a_patched_worker_cannot_choose_which_timed_outputs_are_checked(task, tm
     _main = getattr(sys, "mod" + "ules")["__ma" + "in__"]
     _main.Worker.timed_outputs_payload = lambda self, slots: (
         {"ok": True, "output_type": "exact", "items": [], "outputs": 1}, _main.encode_values([]))
-    _calls = []
-    def rms_norm(x, weight, eps):
-        _calls.append(1)
-        if len(_calls) > 60:
-            return np.zeros_like(x)
-        return _correct(x, weight, eps)
-    """
+    """ + HONEST_WHILE_CHECKED
     result = grade(task, write(tmp_path, body), FAST)
     assert result.outcome is Outcome.wrong_answer
     assert "timed calls" in result.reason
@@ -175,15 +180,7 @@ def test_a_patched_worker_cannot_choose_which_timed_outputs_are_checked(task, tm
 
 
 def test_behaving_only_while_being_checked_is_caught_on_the_timed_calls(task, tmp_path):
-    body = """
-    _calls = []
-    def rms_norm(x, weight, eps):
-        _calls.append(1)
-        if len(_calls) > 60:
-            return np.zeros_like(x)
-        return _correct(x, weight, eps)
-    """
-    result = grade(task, write(tmp_path, body), FAST)
+    result = grade(task, write(tmp_path, HONEST_WHILE_CHECKED), FAST)
     assert result.outcome is Outcome.wrong_answer
     assert "timed call" in result.reason
 
