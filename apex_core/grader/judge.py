@@ -454,17 +454,16 @@ class _Run:
         return seeds, buffers, flush
 
     def _stage(
-        self, workers: dict[str, WorkerProcess], shape: Shape, seeds: list[int], buffers: int, kept: str | None = None,
-        reuse: bool = False,
+        self, workers: dict[str, WorkerProcess], shape: Shape, seeds: list[int], buffers: int, kept: str | None = None
     ) -> dict[str, int]:
-        """Stage the inputs and warm up in each worker; their host launch times. ``kept`` names a
-        stage the workers keep (``reuse=False``) or take up again (``reuse=True``)."""
+        """Stage the inputs (or take up the stage the workers kept as ``kept``) and warm up in each
+        worker; their host launch times."""
         launch_ns: dict[str, int] = {}
         for name, worker in workers.items():
-            if reuse:
+            if kept is not None:
                 request: dict[str, Any] = {"op": "select", "name": kept}
             else:
-                request = {"op": "stage", "shape": shape, "seeds": seeds, "buffers": buffers, "keep_as": kept}
+                request = {"op": "stage", "shape": shape, "seeds": seeds, "buffers": buffers}
             reply, _ = worker.request(request)
             self._require_ok(reply, name)
             reply, _ = worker.request({"op": "warmup", "min_calls": 10, "min_seconds": 0.025})
@@ -541,10 +540,13 @@ class _Run:
                 if known is not None and known >= shorter_than_ns:
                     continue
                 seeds, buffers, flush = self.timing_plan(shape, index)
-                launch_ns = self._stage(workers, shape, seeds, buffers, kept=self.kept_stage(index))
+                launch_ns = self._stage(workers, shape, seeds, buffers)
                 timed = self._time_rounds(workers, flush, launch_cover_ns(launch_ns["baseline"]), give_up_above_ns=shorter_than_ns)
                 if timed is None:
                     continue
+                for name, worker in workers.items():
+                    reply, _ = worker.request({"op": "keep", "name": self.kept_stage(index)})
+                    self._require_ok(reply, name)
                 samples, _ = timed
                 factor = stats.median(samples["solution"]) / max(stats.median(samples["baseline"]), 1e-9)
                 draws = stats.bootstrap_speedup_draws(
@@ -576,8 +578,7 @@ class _Run:
         # process's shift at a short call can change from one staging to the next.
         calibrated = candidate is self.calibrated_worker and index in self.corrections
         with self.phase("timing.stage"):
-            launch_ns = self._stage(workers, shape, seeds, buffers, kept=self.kept_stage(index) if calibrated else None,
-                                    reuse=calibrated)
+            launch_ns = self._stage(workers, shape, seeds, buffers, kept=self.kept_stage(index) if calibrated else None)
         cover_ns = launch_cover_ns(launch_ns["baseline"]) if on_gpu else 0
         rotation = CallRotation(len(seeds), buffers)
         """The judge's own account of which input set each of the solution's buffers held."""

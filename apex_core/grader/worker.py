@@ -323,13 +323,13 @@ class Worker:
     # the same values twice in a row: a cache keyed on pointers or shapes returns stale outputs,
     # which the judge catches when it checks the outputs of the timed calls.
 
-    def stage(self, shape: dict[str, int], seeds: list[int], buffers: int, keep_as: str | None = None) -> dict[str, Any]:
+    def stage(self, shape: dict[str, int], seeds: list[int], buffers: int) -> dict[str, Any]:
         """Draw the input sets of a timed shape, compile for it, then pin this process to its core.
 
         Until now the worker ran on the cores no timing uses (all of them for compiling); the first
         call at this shape compiles whatever it needs there. Only then is it pinned: baseline and
-        candidate share one timing core, so that neither is timed on a faster one. A stage drawn
-        ``keep_as`` a name can be taken up again later (``select``) with the same memory.
+        candidate share one timing core, so that neither is timed on a faster one. The current
+        stage can be kept under a name (``keep``) and taken up again later (``select``).
         """
         if self.free_cpus and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, self.free_cpus)  # a long-lived baseline worker was pinned at its last shape
@@ -337,11 +337,14 @@ class Worker:
         self.pool = [self.draw(shape, seed) for seed in seeds]
         rotation = CallRotation(count, buffers)
         self.buffers = [[_fresh_copy(v) for v in self.pool[item]] for item in rotation.held]
-        if keep_as is not None:
-            self.kept_stages[keep_as] = (self.pool, self.buffers)
-            while len(self.kept_stages) > KEPT_STAGES:
-                self.kept_stages.pop(next(iter(self.kept_stages)))
         return self._enter_stage(rotation)
+
+    def keep(self, name: str) -> dict[str, Any]:
+        """Keep the current stage (its input sets and call buffers) under ``name``."""
+        self.kept_stages[name] = (self.pool, self.buffers)
+        while len(self.kept_stages) > KEPT_STAGES:
+            self.kept_stages.pop(next(iter(self.kept_stages)))
+        return {"ok": True}
 
     def select(self, name: str) -> dict[str, Any]:
         """Take up a kept stage again: its inputs and call buffers, in the memory they had.
@@ -508,8 +511,9 @@ class Worker:
             return self.call(dict(header["shape"]), int(header["seed"]), strided, int(header.get("digest_key", 0)))
         if op == "stage":
             seeds = [int(seed) for seed in header["seeds"]]
-            keep_as = header.get("keep_as")
-            return self.stage(dict(header["shape"]), seeds, int(header.get("buffers", 3)), None if keep_as is None else str(keep_as)), b""
+            return self.stage(dict(header["shape"]), seeds, int(header.get("buffers", 3))), b""
+        if op == "keep":
+            return self.keep(str(header["name"])), b""
         if op == "select":
             return self.select(str(header["name"])), b""
         if op == "warmup":

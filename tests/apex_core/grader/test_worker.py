@@ -69,7 +69,8 @@ def test_a_kept_stage_is_taken_up_again_with_the_same_buffers():
     inputs = {"ref": task.inputs, "dtype": task.dtype, "params": task.params}
     assert worker.load(str(task.baseline_path), task.entry_point, None, [], inputs)["ok"]
     shape = task.benchmark_shapes[0]
-    assert worker.stage(shape, [1, 2], 3, keep_as="calibration-0")["ok"]
+    assert worker.stage(shape, [1, 2], 3)["ok"]
+    assert worker.keep("calibration-0")["ok"]
     kept_buffers = worker.buffers
     assert worker.stage(shape, [3, 4], 3)["ok"]  # an unnamed stage in between
     assert worker.buffers is not kept_buffers
