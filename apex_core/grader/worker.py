@@ -172,7 +172,8 @@ class Worker:
         self.pool: list[list[Any]] = []
         self.buffers: list[list[Any]] = []
         self.rotation = CallRotation(1, 1)
-        self.timed_outputs: dict[int, tuple[int, Any, list[Any]]] = {}
+        self.timed_outputs: dict[int, tuple[Any, list[Any]]] = {}
+        """Call buffer -> what its last timed call returned, and its arguments."""
         self.kept_stages: dict[str, tuple[list[list[Any]], list[list[Any]]]] = {}
         """Stages kept by name (input sets, call buffers), oldest first, at most KEPT_STAGES."""
         self.inputs: dict[str, Any] = {}
@@ -432,7 +433,7 @@ class Worker:
                     t0 = _perf_counter_ns()
                     output = self.function(*args)
                     samples.append(_perf_counter_ns() - t0)
-                self.timed_outputs[slot] = (item, output, args)
+                self.timed_outputs[slot] = (output, args)
         except BaseException as exc:
             return {"ok": False, "kind": "runtime_error", "message": describe_exception(exc, self.solution_path)}
         return {"ok": True, "samples_ns": samples, "python_threads": threading.active_count()}
@@ -493,7 +494,7 @@ class Worker:
         for slot in slots:
             if slot not in self.timed_outputs:
                 continue
-            _, returned, args = self.timed_outputs[slot]
+            returned, args = self.timed_outputs[slot]
             outputs, kind = self._outputs(returned, args)
             if outputs is None:
                 return {"ok": True, "output_type": kind}, b""
