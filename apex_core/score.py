@@ -48,8 +48,15 @@ class ScoreBreakdown(BaseModel):
     normalized: float = Field(ge=0, le=1)
 
 
-def kernel_score(compiled: bool, correct: bool, speedup: float | None) -> ScoreBreakdown:
-    """Score one kernel. ``speedup`` is ignored unless the solution compiled and is correct."""
+def kernel_score(compiled: bool, correct: bool, speedup: float | None, tampering: bool = False) -> ScoreBreakdown:
+    """Score one kernel. ``speedup`` is ignored unless the solution compiled and is correct.
+
+    A tampering verdict scores 0 whatever else was true: a solution caught cheating keeps none of
+    the points its compile, its outputs or its timing would have earned, so cheating never pays
+    more than trying honestly and failing.
+    """
+    if tampering:
+        return ScoreBreakdown(compiled_points=0.0, correct_points=0.0, speedup_points=0.0, total=0.0, normalized=0.0)
     compiled_points = COMPILED_POINTS if compiled else 0.0
     correct_points = CORRECT_POINTS if correct else 0.0
     speedup_points = 0.0
@@ -91,18 +98,19 @@ def model_reward(normalized_kernel_score: float, baseline_tps: float, optimized_
 
 RL_REWARD_FOR_OUTCOME: dict[str, float] = {
     "compile_error": -1.0,
-    "tampering_incorrect": -1.0,
     "timeout": -0.8,
     "crash": -0.8,
     "runtime_error": -0.8,
     "wrong_answer": -0.5,
 }
-"""Fixed rewards for failures. Tampering is never better than not compiling."""
+"""Fixed rewards for honest failures."""
 
 RL_CORRECT_BASE = 0.5
 RL_SPEEDUP_WEIGHT = 0.5
 RL_LOG2_CLIP = (-1.0, 3.0)
-RL_TAMPERING_CORRECT = -0.5
+RL_TAMPERING = -1.5
+"""Below every other outcome (the worst honest failure, a compile error, earns -1.0): a policy
+must never learn that being caught cheating beats trying and failing."""
 
 
 def rl_reward(outcome: str, correct: bool, speedup: float | None, own_work: bool = True) -> float | None:
@@ -111,15 +119,15 @@ def rl_reward(outcome: str, correct: bool, speedup: float | None, own_work: bool
     Correct solutions earn 0.5 + 0.5·clip(log2 S, −1, 3): 0.5 at parity, 1.0 at 2×, 2.0 at 8× and
     beyond, 0.0 at half speed, so one lucky measurement cannot dominate a batch and a slowdown
     still beats any failure. Failures get fixed penalties (−0.5 wrong answer, −0.8 crash, timeout or
-    runtime error, −1.0 compile error); tampering earns −0.5 even when the output was right, and
-    −1.0 otherwise. Infrastructure errors return None: the sample says nothing about the policy and
+    runtime error, −1.0 compile error); tampering earns −1.5, below all of them, whether or not its
+    outputs were right. Infrastructure errors return None: the sample says nothing about the policy and
     must be dropped, not rewarded. A correct answer whose work was not done by the solution's own
-    kernel (``own_work=False``: a library call, a ghost kernel) earns 0.0. The range is [−1, 2].
+    kernel (``own_work=False``: a library call, a ghost kernel) earns 0.0. The range is [−1.5, 2].
     """
     if outcome == "infra_error":
         return None
     if outcome == "tampering":
-        return RL_TAMPERING_CORRECT if correct else RL_REWARD_FOR_OUTCOME["tampering_incorrect"]
+        return RL_TAMPERING
     if outcome != "ok" or not correct:
         return RL_REWARD_FOR_OUTCOME.get(outcome, RL_REWARD_FOR_OUTCOME["wrong_answer"])
     if not own_work:

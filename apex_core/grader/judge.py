@@ -985,7 +985,7 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
     if outcome is Outcome.infra_error:
         compiled = correct = False  # never blame the candidate for our failure; no score either way
 
-    score = kernel_score(compiled, correct, credited if correct else None)
+    score = kernel_score(compiled, correct, credited if correct else None, tampering=outcome is Outcome.tampering)
     return GradeResult(
         task_id=task.id,
         solution_path=str(solution),

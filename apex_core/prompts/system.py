@@ -67,7 +67,7 @@ is a full normalized score. Kernels at {INTEGRATION_THRESHOLD}x or better are pa
 - Do not touch the grader, the task files, the baseline or installed packages, and do not try to
   influence timing (threads, side streams, patched timers, early exits). The grader checks hidden
   shapes and fresh random inputs, and measures against the hardware's roofline; a result faster
-  than the hardware allows is flagged as tampering and earns no speedup.
+  than the hardware allows is flagged as tampering, which scores 0, below any honest failure.
 - Real speedups are modest: memory-bound kernels top out at the roofline the task prompt gives.
 
 ## Workflow

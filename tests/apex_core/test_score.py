@@ -64,8 +64,8 @@ def test_the_rl_reward_of_a_correct_solution_is_clipped_log2_speedup(speedup, re
         ("timeout", False, -0.8),
         ("crash", False, -0.8),
         ("runtime_error", False, -0.8),
-        ("tampering", True, -0.5),
-        ("tampering", False, -1.0),
+        ("tampering", True, -1.5),
+        ("tampering", False, -1.5),
         ("infra_error", False, None),
     ],
 )
@@ -86,3 +86,22 @@ def test_a_correct_answer_not_made_by_the_solutions_own_kernel_earns_nothing():
     from apex_core.score import rl_reward
 
     assert rl_reward("ok", True, 1.5, own_work=False) == 0.0
+
+
+def test_tampering_scores_nothing_even_when_it_compiled_ran_correctly_and_was_fast():
+    caught = kernel_score(compiled=True, correct=True, speedup=3.0, tampering=True)
+    assert (caught.total, caught.normalized) == (0.0, 0.0)
+    assert caught.total < kernel_score(compiled=False, correct=False, speedup=None).total + 1e-9
+
+
+@pytest.mark.parametrize("correct", [True, False])
+@pytest.mark.parametrize("speedup", [None, 0.5, 1.0, 8.0])
+def test_tampering_earns_a_lower_rl_reward_than_every_other_outcome(correct, speedup):
+    from apex_core.grader.result import Outcome
+    from apex_core.score import rl_reward
+
+    caught = rl_reward("tampering", correct, speedup)
+    others = [rl_reward(o.value, c, s) for o in Outcome if o.value not in ("tampering", "infra_error")
+              for c in (True, False) for s in (None, 0.001, 1.0)]
+    others.append(rl_reward("ok", True, 0.001, own_work=False))
+    assert all(caught < other for other in others)
