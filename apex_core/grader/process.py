@@ -187,6 +187,8 @@ class WorkerProcess:
     def __init__(self, spec: WorkerSpec, timeout_s: float = 180.0) -> None:
         self.spec = spec
         self.timeout_s = timeout_s
+        self._closed = False
+        self._close_lock = threading.Lock()
         self.memory_bytes = spec.memory_bytes or default_memory_bytes()
         self.scratch = Path(tempfile.mkdtemp(prefix="apex-worker-"))
         self.log_path = self.scratch / "worker.log"
@@ -362,6 +364,16 @@ class WorkerProcess:
             pass
 
     def close(self) -> None:
+        """Kill the worker and release its descriptors and scratch; only the first call acts.
+
+        Closing twice used to close the pipe descriptors twice: by then their numbers could
+        belong to another grading's channel in this process, which then read a stranger's replies
+        ("did not carry the judge's nonce") or failed with EBADF (issue 13).
+        """
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
         # No polite exit first: the worker's own shutdown (interpreter, device context) took about
         # a second of every grading, and nothing of it is worth keeping.
         self.kill()

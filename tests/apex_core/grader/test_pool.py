@@ -107,3 +107,38 @@ def test_a_pool_found_empty_keeps_one_more_worker_ready_from_then_on(monkeypatch
     time.sleep(0.4)
     assert pool.ready_count(SPEC) == 3
     pool.shutdown()
+
+
+def test_closing_a_worker_twice_leaves_the_channel_of_a_worker_started_in_between_alone():
+    from apex_core.grader.process import WorkerProcess
+
+    first = WorkerProcess(SPEC, timeout_s=60)
+    first.close()
+    second = WorkerProcess(SPEC, timeout_s=60)  # may reuse the descriptor numbers the first had
+    try:
+        first.close()
+        reply, _ = second.request({"op": "keep", "name": "still-mine"})
+        assert reply.get("ok")
+    finally:
+        second.close()
+
+
+def test_a_baseline_worker_checked_out_by_one_grading_is_out_of_reach_of_another():
+    from apex_core.grader.judge import BaselineWorkers
+
+    class Idle:
+        def __init__(self) -> None:
+            self.closed = False
+
+        def alive(self) -> bool:
+            return not self.closed
+
+        def close(self) -> None:
+            self.closed = True
+
+    workers, key, worker = BaselineWorkers(), ("task", "hash", SPEC), Idle()
+    workers.give_back(key, worker)
+    assert workers.check_out(key) is worker
+    assert workers.check_out(key) is None
+    workers.give_back(key, worker)
+    assert workers.check_out(key) is worker
