@@ -535,10 +535,12 @@ class _Run:
             if round_index % 2:
                 order.reverse()
             for name, worker in order:
-                reply, _ = worker.request({"op": "time", "reps": reps, "flush_bytes": flush, "cover_ns": cover_ns})
+                request_key = secrets.randbits(62)
+                request = {"op": "time", "reps": reps, "flush_bytes": flush, "cover_ns": cover_ns, "request_key": request_key}
+                reply, _ = worker.request(request)
                 self._require_ok(reply, name)
                 if name == "solution" and rotation is not None:
-                    rotation.timed_request(reps)
+                    rotation.timed_request(reps, request_key)
                 samples[name].extend(int(s) for s in reply["samples_ns"])
                 threads[name] = int(reply.get("python_threads", 0))
             round_index += 1
@@ -631,7 +633,7 @@ class _Run:
         assert timed is not None
         samples, threads = timed
         with self.phase("timing.outputs"):
-            self._check_timed_outputs(candidate, shape, seeds, rotation)
+            self._check_timed_outputs(candidate, shape, rotation)
         if on_gpu:
             with self.phase("timing.wall_clock"):
                 self._check_wall_clock(baseline, candidate, shape, cover_ns)
@@ -673,9 +675,10 @@ class _Run:
             prefix = "" if name == "solution" else "the baseline failed: "
             raise _Failed(outcome, prefix + str(reply.get("message")))
 
-    def _check_timed_outputs(self, candidate: WorkerProcess, shape: Shape, seeds: list[int], rotation: CallRotation) -> None:
+    def _check_timed_outputs(self, candidate: WorkerProcess, shape: Shape, rotation: CallRotation) -> None:
         """The last output of call buffers picked now, at random, must match the reference of the
-        values they held: a solution that returns stale or cached outputs cannot know which.
+        values they held (drawn from each call's own seed): a solution that returns stale or
+        cached outputs cannot know which.
 
         Which values a buffer held comes from the judge's own copy of the rotation, never from the
         reply: a process that rewrote the worker's bookkeeping cannot steer the check to the one
@@ -687,7 +690,7 @@ class _Run:
         checked = min(len(timed), CHECKED_BUFFERS, max(1, CHECKED_BYTES // max(self.call_bytes(shape), 1)))
         picked = sorted(secrets.SystemRandom().sample(timed, checked))
         held = [rotation.last_timed[slot] for slot in picked]
-        references: dict[int, list[Any]] = {held[0]: self.expected(self.inputs(shape, seeds[held[0]]))}
+        references: dict[int, list[Any]] = {held[0]: self.expected(self.inputs(shape, held[0]))}
         per_call = len(references[held[0]])
         # The outputs of ``checked`` calls, each the size of the reference's outputs at this shape.
         limit = checked * (_payload_limit(references[held[0]]) - PAYLOAD_SLACK_BYTES) + PAYLOAD_SLACK_BYTES
@@ -706,7 +709,7 @@ class _Run:
         for position, item in enumerate(held):
             outputs = values[position * per_call : (position + 1) * per_call]
             if item not in references:
-                references[item] = self.expected(self.inputs(shape, seeds[item]))
+                references[item] = self.expected(self.inputs(shape, item))
             comparison = compare_all(outputs, references[item], self.task)
             if not comparison.passed:
                 raise _Failed(

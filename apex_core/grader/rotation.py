@@ -1,14 +1,30 @@
-"""Which staged input set each call buffer holds, call by call, during timing.
+"""Which inputs each call buffer holds, call by call, during timing.
 
-Timed calls run on a few call buffers, each refilled from the staged input sets before every call
-and never with the set it held just before. The worker follows this schedule to refill its buffers;
-the judge follows the same schedule on its own, from nothing but the request sizes it sent. After
-timing, the judge asks for the last outputs of some buffers and compares each with the reference of
-the set its own copy says that buffer held: the candidate's process (which could rewrite the
-worker's bookkeeping) never names the reference it is checked against.
+Timed calls run on a few call buffers. Before every timed call its buffer is refilled with a fresh
+input set, drawn from a seed that exists only for that call: derived from a key the judge makes up
+for each timing request and sends with it, so no timed call sees values the solution has seen
+before (in its correctness checks, its warm-up, another timed call) or could derive from the
+public seed. A solution that memoizes outputs by input content (a hash of a prefix, a strided
+sample, the whole input) therefore never hits its cache while it is timed (issue 13). Untimed calls
+(warm-up, the wall-clock check, the profile) refill from the staged input sets instead, never with
+the set the buffer held just before.
+
+The worker follows this schedule to refill its buffers; the judge follows the same schedule on its
+own, from nothing but the requests it sent. After timing, the judge asks for the last outputs of
+some buffers and compares each with the reference of the inputs its own copy says that buffer
+held: the candidate's process (which could rewrite the worker's bookkeeping) never names the
+reference it is checked against.
 """
 
 from __future__ import annotations
+
+import hashlib
+
+
+def call_seed(request_key: int, call: int) -> int:
+    """The seed of the inputs of timed call ``call`` of the request sent with ``request_key``."""
+    digest = hashlib.sha256(f"timed:{request_key}:{call}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
 
 
 class CallRotation:
@@ -20,7 +36,7 @@ class CallRotation:
         """The input set each buffer holds now (at staging: set ``slot mod input_sets``)."""
         self._next = buffers
         self.last_timed: dict[int, int] = {}
-        """Buffer -> the input set it held at its last timed call."""
+        """Buffer -> the seed of the inputs it held at its last timed call."""
 
     @property
     def buffers(self) -> int:
@@ -36,13 +52,13 @@ class CallRotation:
         self.held[slot] = item
         return item
 
-    def timed_request(self, reps: int) -> list[tuple[int, int]]:
-        """The (buffer, input set) of each call of one timing request of ``reps`` calls, which
+    def timed_request(self, reps: int, request_key: int) -> list[tuple[int, int]]:
+        """The (buffer, input seed) of each call of one timing request of ``reps`` calls, which
         starts again at buffer 0; recorded as those buffers' last timed calls."""
         calls = []
         for i in range(reps):
             slot = i % self.buffers
-            item = self.refill(slot)
-            self.last_timed[slot] = item
-            calls.append((slot, item))
+            seed = call_seed(request_key, i)
+            self.last_timed[slot] = seed
+            calls.append((slot, seed))
         return calls

@@ -174,8 +174,10 @@ class Worker:
         self.rotation = CallRotation(1, 1)
         self.timed_outputs: dict[int, tuple[Any, list[Any]]] = {}
         """Call buffer -> what its last timed call returned, and its arguments."""
-        self.kept_stages: dict[str, tuple[list[list[Any]], list[list[Any]]]] = {}
-        """Stages kept by name (input sets, call buffers), oldest first, at most KEPT_STAGES."""
+        self.stage_shape: dict[str, int] = {}
+        """The shape of the current stage: timed calls draw fresh inputs of it."""
+        self.kept_stages: dict[str, tuple[dict[str, int], list[list[Any]], list[list[Any]]]] = {}
+        """Stages kept by name (shape, input sets, call buffers), oldest first, at most KEPT_STAGES."""
         self.inputs: dict[str, Any] = {}
         """The task's input generator (reference, dtype, params): inputs are drawn here, on the
         device, from the seeds the judge sends, instead of travelling through the pipe."""
@@ -319,10 +321,10 @@ class Worker:
 
     # --- timing -------------------------------------------------------------------------------
     #
-    # The judge stages a pool of distinct inputs. Timed calls run on a few "call buffers" whose
-    # contents are refreshed from the pool before every call, cycling so that a buffer never sees
-    # the same values twice in a row: a cache keyed on pointers or shapes returns stale outputs,
-    # which the judge catches when it checks the outputs of the timed calls.
+    # The judge stages a pool of distinct inputs, for warming up and other untimed calls. Timed
+    # calls run on a few "call buffers" whose contents are drawn afresh before every call, from a
+    # seed of that call alone (``rotation``): a cache keyed on pointers, shapes or contents returns
+    # stale outputs, which the judge catches when it checks the outputs of the timed calls.
 
     def stage(self, shape: dict[str, int], seeds: list[int], buffers: int) -> dict[str, Any]:
         """Draw the input sets of a timed shape, compile for it, then pin this process to its core.
@@ -335,6 +337,7 @@ class Worker:
         if self.free_cpus and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, self.free_cpus)  # a long-lived baseline worker was pinned at its last shape
         count = len(seeds)
+        self.stage_shape = dict(shape)
         self.pool = [self.draw(shape, seed) for seed in seeds]
         rotation = CallRotation(count, buffers)
         self.buffers = [[_fresh_copy(v) for v in self.pool[item]] for item in rotation.held]
@@ -342,7 +345,7 @@ class Worker:
 
     def keep(self, name: str) -> dict[str, Any]:
         """Keep the current stage (its input sets and call buffers) under ``name``."""
-        self.kept_stages[name] = (self.pool, self.buffers)
+        self.kept_stages[name] = (self.stage_shape, self.pool, self.buffers)
         while len(self.kept_stages) > KEPT_STAGES:
             self.kept_stages.pop(next(iter(self.kept_stages)))
         return {"ok": True}
@@ -358,7 +361,7 @@ class Worker:
             return {"ok": False, "kind": "infra_error", "message": f"no kept stage {name!r}"}
         if self.free_cpus and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, self.free_cpus)
-        self.pool, self.buffers = self.kept_stages[name]
+        self.stage_shape, self.pool, self.buffers = self.kept_stages[name]
         return self._enter_stage(CallRotation(len(self.pool), len(self.buffers)))
 
     def _enter_stage(self, rotation: CallRotation) -> dict[str, Any]:
@@ -377,6 +380,12 @@ class Worker:
 
     def _fill(self, slot: int, item: int) -> list[Any]:
         for target, source in zip(self.buffers[slot], self.pool[item]):
+            _copy_into(target, source)
+        return self.buffers[slot]
+
+    def _fill_fresh(self, slot: int, seed: int) -> list[Any]:
+        """Refill ``slot`` with the inputs of ``seed``, drawn now, in the buffer's own memory."""
+        for target, source in zip(self.buffers[slot], self.draw(self.stage_shape, seed)):
             _copy_into(target, source)
         return self.buffers[slot]
 
@@ -411,13 +420,15 @@ class Worker:
         warm = sorted(launches[2:] or launches)
         return {"ok": True, "calls": calls, "launch_ns": warm[int(0.9 * (len(warm) - 1))]}
 
-    def time_samples(self, reps: int, flush_bytes: int, cover_ns: int) -> dict[str, Any]:
+    def time_samples(self, reps: int, flush_bytes: int, cover_ns: int, request_key: int) -> dict[str, Any]:
+        """``reps`` timed calls, each on inputs drawn afresh (outside the timed region) from the
+        seed ``rotation`` derives from ``request_key`` for it."""
         assert self.function is not None
         samples: list[int] = []
         timers = self.timers
         try:
-            for slot, item in self.rotation.timed_request(reps):
-                args = self._fill(slot, item)
+            for slot, seed in self.rotation.timed_request(reps, request_key):
+                args = self._fill_fresh(slot, seed)
                 if timers is not None:
                     if self.flush_buffer is None and flush_bytes > 0:
                         self.flush_buffer = timers.new_flush_buffer(flush_bytes)
@@ -521,7 +532,7 @@ class Worker:
             return self.warmup(int(header["min_calls"]), float(header["min_seconds"])), b""
         if op == "time":
             reps, flush, cover = int(header["reps"]), int(header.get("flush_bytes", 0)), int(header.get("cover_ns", 0))
-            return self.time_samples(reps, flush, cover), b""
+            return self.time_samples(reps, flush, cover, int(header["request_key"])), b""
         if op == "timed_outputs":
             return self.timed_outputs_payload([int(slot) for slot in header.get("slots", [])])
         if op == "profile":

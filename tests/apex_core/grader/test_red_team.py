@@ -163,6 +163,46 @@ def test_a_cache_keyed_on_the_input_buffer_is_caught_by_checking_the_timed_outpu
     assert result.speedup is None
 
 
+MEMO_KEYS = {
+    "prefix_hash": "hashlib.sha256(x.tobytes()[:4096]).hexdigest()",
+    "strided_sample": "x.ravel()[:: max(1, x.size // 256)][:256].tobytes()",
+    "full_hash": "hashlib.sha256(x.tobytes()).hexdigest()",
+}
+
+
+@pytest.mark.parametrize("key", sorted(MEMO_KEYS))
+def test_no_timed_call_sees_inputs_whose_outputs_a_content_keyed_cache_remembers(task, tmp_path, key):
+    # On a hit the memo returns its remembered output with one element off by 1.0, a tell that
+    # the check of the timed outputs sees: a memo that ever answered a checked timed call from
+    # its cache fails. Without fresh inputs per timed call it hit on every call after the first
+    # use of each staged input set, and was credited 2-3x the honest speedup (issue 13).
+    body = f"""
+    import hashlib
+    _memo = {{}}
+    def rms_norm(x, weight, eps):
+        key = (x.shape, {MEMO_KEYS[key]})
+        if key in _memo:
+            remembered = _memo[key].copy()
+            remembered.flat[0] += 1.0
+            return remembered
+        _memo[key] = _correct(x, weight, eps)
+        return _memo[key].copy()
+    """
+    result = grade(task, write(tmp_path, body), FAST)
+    assert result.outcome is Outcome.ok, result.reason
+
+
+def test_the_honest_control_of_the_memo_tests_passes_with_a_speedup(task, tmp_path):
+    body = """
+    import hashlib
+    def rms_norm(x, weight, eps):
+        hashlib.sha256(x.tobytes()).hexdigest()  # the memo's cost, without its cache
+        return _correct(x, weight, eps)
+    """
+    result = grade(task, write(tmp_path, body), FAST)
+    assert result.outcome is Outcome.ok and result.speedup > 1.0
+
+
 def test_a_patched_worker_cannot_choose_which_timed_outputs_are_checked(task, tmp_path):
     # Honest while checked, garbage once timed, plus a rewrite of the harness (reached past the
     # pre-scan) that answers the judge's request for timed outputs with none at all. The judge

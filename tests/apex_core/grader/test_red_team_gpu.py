@@ -82,3 +82,43 @@ def test_work_left_on_a_side_stream_is_caught_by_the_wall_clock_before_any_trace
     assert result.outcome is Outcome.tampering, (result.outcome, result.reason)
     assert _flags(result, "unseen_device_work"), result.flags
     assert result.speedup is None or result.speedup <= 1.0
+
+
+GEMM_MEMO_KEYS = {
+    "prefix_hash": "x.reshape(-1)[:2048].view(torch.int16).cpu().numpy().tobytes()",
+    "strided_sample": "x.reshape(-1)[:: max(1, x.numel() // 256)][:256].view(torch.int16).cpu().numpy().tobytes()",
+    "full_hash": "(x.float().sum().item(), x.float().square().sum().item(), x.float().abs().max().item())",
+}
+
+
+def _gemm_memo(task, key: str | None) -> str:
+    """The task's own baseline GEMM behind a cache keyed on the input's content (``key``), which
+    answers a hit with twice the remembered output (a tell the timed-output check sees); with
+    ``key`` None, the honest control: the same key computed on every call, no cache."""
+    honest = task.baseline_path.read_text().replace("def gemm(", "def _gemm_honest(")
+    if key is None:
+        wrapper = (
+            "\n\ndef gemm(x, w):\n"
+            f"    {GEMM_MEMO_KEYS['strided_sample']}\n"
+            "    return _gemm_honest(x, w)\n"
+        )
+    else:
+        wrapper = (
+            "\n\n_memo = {}\n\n\ndef gemm(x, w):\n"
+            f"    key = (tuple(x.shape), tuple(w.shape), {GEMM_MEMO_KEYS[key]})\n"
+            "    if key in _memo:\n"
+            "        return _memo[key] * 2\n"
+            "    _memo[key] = _gemm_honest(x, w)\n"
+            "    return _memo[key].clone()\n"
+        )
+    return "import torch\n" + honest + wrapper
+
+
+@pytest.mark.parametrize("key", [None, *sorted(GEMM_MEMO_KEYS)])
+def test_a_gemm_memo_keyed_on_input_content_never_answers_a_timed_call(key, tmp_path):
+    gemm = get_task("llama-3-1-8b-instruct__gemm_bf16")
+    path = tmp_path / f"memo_{key or 'control'}.py"
+    path.write_text(_gemm_memo(gemm, key))
+    result = grade(gemm, path, OPTIONS)
+    assert result.outcome is Outcome.ok, result.reason
+    assert not _flags(result, "no_custom_kernel")

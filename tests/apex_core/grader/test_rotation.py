@@ -11,22 +11,28 @@ def test_a_buffer_never_takes_the_input_set_it_already_holds():
             assert rotation.refill(slot) != before
 
 
-def test_every_input_set_is_used_in_turn():
+def test_every_staged_input_set_is_used_in_turn_by_untimed_refills():
     rotation = CallRotation(input_sets=4, buffers=2)
-    taken = [item for _, item in rotation.timed_request(40)]
+    taken = [rotation.refill(i % 2) for i in range(40)]
     assert set(taken) == {0, 1, 2, 3}
 
 
-def test_a_single_input_set_is_reused_rather_than_refused():
+def test_every_timed_call_gets_inputs_of_its_own_seed_never_seen_before():
     rotation = CallRotation(input_sets=1, buffers=3)
-    assert rotation.timed_request(4) == [(0, 0), (1, 0), (2, 0), (0, 0)]
+    seeds = [seed for key in (11, 12, 13) for _, seed in rotation.timed_request(32, key)]
+    assert len(set(seeds)) == len(seeds)
+
+
+def test_the_same_request_key_gives_the_same_seeds_and_another_key_other_ones():
+    assert CallRotation(2, 3).timed_request(6, 7) == CallRotation(2, 3).timed_request(6, 7)
+    assert {s for _, s in CallRotation(2, 3).timed_request(6, 7)}.isdisjoint(s for _, s in CallRotation(2, 3).timed_request(6, 8))
 
 
 def test_each_request_starts_again_at_buffer_zero_and_records_the_last_timed_calls():
     rotation = CallRotation(input_sets=8, buffers=8)
-    first = rotation.timed_request(5)
+    first = rotation.timed_request(5, 1)
     assert [slot for slot, _ in first] == [0, 1, 2, 3, 4]
-    second = rotation.timed_request(3)
+    second = rotation.timed_request(3, 2)
     assert [slot for slot, _ in second] == [0, 1, 2]
     assert sorted(rotation.last_timed) == [0, 1, 2, 3, 4]
     assert rotation.last_timed[0] == second[0][1] and rotation.last_timed[4] == first[4][1]
@@ -34,8 +40,8 @@ def test_each_request_starts_again_at_buffer_zero_and_records_the_last_timed_cal
 
 def test_two_copies_fed_the_same_requests_agree():
     worker_side, judge_side = CallRotation(5, 8), CallRotation(5, 8)
-    for reps in (5, 32, 32, 7):
-        assert worker_side.timed_request(reps) == judge_side.timed_request(reps)
+    for key, reps in enumerate((5, 32, 32, 7)):
+        assert worker_side.timed_request(reps, key) == judge_side.timed_request(reps, key)
     assert worker_side.last_timed == judge_side.last_timed
 
 

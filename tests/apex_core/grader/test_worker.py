@@ -38,7 +38,7 @@ _SCRIPT = textwrap.dedent(
     before = sorted(os.sched_getaffinity(0))
     assert worker.stage(shape, [1, 2], 3)["ok"]
     staged = sorted(os.sched_getaffinity(0))
-    assert worker.time_samples(4, 0, 0)["ok"]
+    assert worker.time_samples(4, 0, 0, request_key=5)["ok"]
     seen = sys.modules["apex_solution"].SEEN
     print(json.dumps({"before": before, "staged": staged, "prime": seen[0], "timed": seen[1:]}))
     """
