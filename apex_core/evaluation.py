@@ -6,11 +6,13 @@ pure-Python RMSNorm, graded on the CPU. ``--dry-run`` swaps the LLM for a stored
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from apex_core.agents.base import Agent, AgentRun
+from apex_core.agents.base import Agent, AgentRun, preflight
 from apex_core.errors import SolutionFileError
 from apex_core.grader.judge import GradeOptions, grade, result_without_solution
 from apex_core.grader.result import GradeResult
@@ -37,20 +39,44 @@ def run_eval(
     gpu: str | None = None,
     options: GradeOptions | None = None,
 ) -> EvalReport:
+    """Prompt, agent, grade, report; a run that fails leaves ``output_dir`` as it found it."""
     task = get_task(task_id)
     target = resolve_target(gpu)
     task_dir = output_dir / task.id
-    task_dir.mkdir(parents=True, exist_ok=True)
     solution = task_dir / task.solution_filename
-    system = system_prompt(target)
-    prompt = task_prompt(task, target, output_dir=str(output_dir))
+    preflight(agent, task, solution)  # refusals (a missing CLI, a file of the user's) come before any write
     prompt_path = task_dir / "prompt.md"
-    prompt_path.write_text(f"<!-- system prompt -->\n{system}\n<!-- task prompt -->\n{prompt}", encoding="utf-8")
-    run = agent.run(task, system, prompt, workspace, solution)
-    options = options or GradeOptions(warm_pool=False)
-    try:
-        result = grade(task, solution, options)
-    except SolutionFileError as missing:
-        result = result_without_solution(task, solution, f"the agent left no usable solution: {missing}")
-    (task_dir / "grade_result.json").write_text(result.model_dump_json(indent=2), encoding="utf-8")
+    with _undone_on_failure(task_dir, [prompt_path, solution, task_dir / "grade_result.json", task_dir / "agent_transcript.json"]):
+        task_dir.mkdir(parents=True, exist_ok=True)
+        system = system_prompt(target)
+        prompt = task_prompt(task, target, output_dir=str(output_dir))
+        prompt_path.write_text(f"<!-- system prompt -->\n{system}\n<!-- task prompt -->\n{prompt}", encoding="utf-8")
+        run = agent.run(task, system, prompt, workspace, solution)
+        options = options or GradeOptions(warm_pool=False)
+        try:
+            result = grade(task, solution, options)
+        except SolutionFileError as missing:
+            result = result_without_solution(task, solution, f"the agent left no usable solution: {missing}")
+        (task_dir / "grade_result.json").write_text(result.model_dump_json(indent=2), encoding="utf-8")
     return EvalReport(task_id=task.id, target_arch=target.arch, prompt_path=str(prompt_path), agent=run, grade=result)
+
+
+@contextlib.contextmanager
+def _undone_on_failure(folder: Path, files: list[Path]) -> Iterator[None]:
+    """Put ``files`` back as they were (or remove them), and remove the folders created for them,
+    when the block raises: a failed evaluation leaves no prompt or half a run behind."""
+    before = {path: path.read_bytes() if path.is_file() else None for path in files}
+    created = [p for p in (folder, *folder.parents) if not p.exists()]
+    try:
+        yield
+    except BaseException:
+        for path, content in before.items():
+            with contextlib.suppress(OSError):
+                if content is None:
+                    path.unlink(missing_ok=True)
+                else:
+                    path.write_bytes(content)
+        for path in created:  # innermost first
+            with contextlib.suppress(OSError):
+                path.rmdir()  # only if empty: anything else in it is not ours to remove
+        raise

@@ -29,15 +29,25 @@ class Agent(Protocol):
     def run(self, task: Task, system: str, prompt: str, workspace: Path, solution_path: Path) -> AgentRun: ...
 
 
+def preflight(agent: Agent, task: Task, solution_path: Path) -> None:
+    """Let ``agent`` refuse before anything is written (a backend may define ``preflight``)."""
+    check = getattr(agent, "preflight", None)
+    if check is not None:
+        check(task, solution_path)
+
+
 BACKENDS = ("dry-run", "claude")
 
 
-def make_agent(name: str, model: str | None = None, max_turns: int = 25, timeout_s: float = 1800) -> Agent:
+def make_agent(
+    name: str, model: str | None = None, max_turns: int = 25, timeout_s: float = 1800, overwrite: bool = False
+) -> Agent:
+    """The backend ``name``; ``overwrite``: the dry run may replace a solution file that differs from its own."""
     from apex_core.agents.claude_code import ClaudeCodeAgent
     from apex_core.agents.dry_run import DryRunAgent
 
     if name == "dry-run":
-        return DryRunAgent()
+        return DryRunAgent(overwrite=overwrite)
     if name == "claude":
         return ClaudeCodeAgent(model=model, max_turns=max_turns, timeout_s=timeout_s)
     raise UnknownNameError("agent backend", name, BACKENDS)

@@ -60,13 +60,16 @@ class ClaudeCodeAgent:
             argv += ["--model", self.model]
         return argv
 
-    def run(self, task: Task, system: str, prompt: str, workspace: Path, solution_path: Path) -> AgentRun:
-        executable = shutil.which(self.executable)
-        if executable is None:
+    def preflight(self, task: Task, solution_path: Path) -> None:
+        """Refuse before anything is written when the CLI is missing."""
+        if shutil.which(self.executable) is None:
             raise AgentUnavailableError(
                 "the 'claude' CLI is not on PATH; install it (npm install -g @anthropic-ai/claude-code), "
                 "log in, or use --dry-run"
             )
+
+    def run(self, task: Task, system: str, prompt: str, workspace: Path, solution_path: Path) -> AgentRun:
+        self.preflight(task, solution_path)
         solution_path.parent.mkdir(parents=True, exist_ok=True)
         transcript = solution_path.parent / "agent_transcript.json"
         before = solution_path.stat().st_mtime_ns if solution_path.exists() else None

@@ -6,10 +6,13 @@ and one line that says what is wrong and what would be right; never a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -132,6 +135,11 @@ def tasks_verify(
 
     if bool(task_ids) == every:
         raise ApexUserError("give exactly one of --task ID or --all")
+    device_name = _device_name(device)
+    if gpus == 1 and device_name not in (None, "cpu"):
+        from apex_core.grader.devices import require_device
+
+        require_device(device_name)  # before any task runs: CPU tasks would never notice a missing GPU
     if resume and jsonl is None:
         raise ApexUserError("--resume reads the verdicts of an earlier run: give the same --jsonl FILE")
     tasks = sorted(all_tasks().values(), key=lambda t: t.id) if every else [get_task(t) for t in task_ids or []]
@@ -159,7 +167,6 @@ def tasks_verify(
         if missing or any(not r.passed for r in results):
             raise typer.Exit(1)
         return
-    device_name = _device_name(device)
     on_gpu, spec, rates = _gpu_context(device_name or "cuda")
     options = GradeOptions(warm_pool=True, device=device_name, timing=timing)
     results = []
@@ -193,8 +200,10 @@ def _all_gpus(count: int, device: str | None) -> list[str]:
 
     if device is not None:
         raise ApexUserError("give either --device N (one GPU) or --gpus N (several), not both")
+    if count < 0:
+        raise ApexUserError(f"--gpus {count} is not a number of GPUs; give 2 or more, 0 for every visible GPU, or leave --gpus out")
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if count < 0 or visible == 0 or count > visible:
+    if visible == 0 or count > visible:
         seen = f"{visible} GPU(s) are visible" if visible else "no GPU is visible"
         raise ApexUserError(f"--gpus {count}: {seen}; use --gpus 0 for all of them, or leave --gpus out")
     return [f"cuda:{i}" for i in range(count or visible)]
@@ -234,12 +243,27 @@ def tasks_export(
 
     if output_format != "jsonl":
         raise ApexUserError(f"unknown export format {output_format!r}; the supported format is jsonl")
+    if output is not None:
+        _check_output_file(output)
     lines = [r.model_dump_json() + "\n" for r in export_records(list(all_tasks().values()), resolve_target(gpu), with_solutions)]
     if output is None:
         sys.stdout.write("".join(lines))
     else:
-        output.write_text("".join(lines), encoding="utf-8")
+        try:
+            output.write_text("".join(lines), encoding="utf-8")
+        except OSError as error:
+            raise ApexUserError(f"--output {output}: cannot write there ({error.strerror}); give a file in a folder you can write") from None
         console.print(f"wrote {len(lines)} tasks to {output}")
+
+
+def _check_output_file(output: Path) -> None:
+    """A file the export can create or replace: not a folder, in a folder that exists."""
+    if output.is_dir():
+        raise ApexUserError(f"--output {output} is a folder; give a file to write, e.g. --output {output / 'tasks.jsonl'}")
+    folder = output.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise ApexUserError(f"--output {output}: the folder {folder} {what}; create it first (mkdir -p {folder}) or write elsewhere")
 
 
 @app.command()
@@ -279,7 +303,7 @@ def grade(
     solution: Annotated[list[Path], typer.Option("--solution", help="Solution file(s): --solution a.py b.py ...")],
     more: Annotated[Optional[list[Path]], typer.Argument(help="More solution files.", show_default=False)] = None,
     as_json: JsonOption = False,
-    timeout: Annotated[float, typer.Option(help="Seconds any single step of a solution may take.")] = 180.0,
+    timeout: Annotated[float, typer.Option(help="Seconds any single step of a solution may take (above 0, at most 3600).")] = 180.0,
     device: Annotated[Optional[str], typer.Option(help="GPU index (0, 1, ...), cuda:N or cpu; default: GPU 0 if the task needs one.")] = None,
     no_timing: Annotated[bool, typer.Option("--no-timing", help="Check correctness only.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Grade again even if this exact solution was graded here before.")] = False,
@@ -287,16 +311,20 @@ def grade(
 ) -> None:
     """Grade solution files out of process: compile, correctness on all shapes, interleaved timing, score."""
     from apex_core.grader.judge import GradeOptions
-    from apex_core.grader.service import grade_solutions
+    from apex_core.grader.service import MAX_STEP_TIMEOUT_S, grade_solutions
 
     paths = [*solution, *(more or [])]
-    # A one-shot command grading one file gains nothing from keeping workers warm for later.
     if backend not in ("apex", "magpie"):
         raise ApexUserError(f"unknown --backend {backend!r}; use apex or magpie")
+    if not (math.isfinite(timeout) and 0 < timeout <= MAX_STEP_TIMEOUT_S):
+        raise ApexUserError(f"--timeout {timeout:g} is not a number of seconds above 0 and at most {MAX_STEP_TIMEOUT_S:g}; "
+                            "e.g. --timeout 180 (the default)")
+    # A one-shot command grading one file gains nothing from keeping workers warm for later.
     options = GradeOptions(
         timeout_s=timeout, device=_device_name(device), timing=not no_timing, warm_pool=len(paths) > 1, backend=backend
     )
-    results = grade_solutions(task, paths, options, use_cache=not no_cache)
+    with _grading_progress() as progress:
+        results = grade_solutions(task, paths, options, use_cache=not no_cache, progress=progress)
     if as_json:
         _print_json([r.model_dump(mode="json") for r in results])
         return
@@ -305,11 +333,28 @@ def grade(
 
 
 def _device_name(device: str | None) -> str | None:
-    if device is None or device == "cpu" or device.startswith("cuda"):
-        return device
-    if device.isdigit():
-        return f"cuda:{device}"
-    raise ApexUserError(f"--device {device!r} is not a device; give a GPU index (0, 1, ...), cuda:N or cpu")
+    from apex_core.grader.devices import device_from_option
+
+    return device_from_option(device)
+
+
+@contextlib.contextmanager
+def _grading_progress() -> Iterator[Callable[[float, str], None]]:
+    """Where a grading's progress goes: a bar on a terminal's stderr, else one line per report on
+    stderr. Never stdout, which carries the verdict (and stays plain JSON with --json)."""
+    if progress_console.is_terminal:
+        from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+        columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=progress_console, transient=True) as bar:
+            task = bar.add_task("grading", total=1.0)
+            yield lambda fraction, message: bar.update(task, completed=fraction, description=message)
+        return
+
+    def line(fraction: float, message: str) -> None:
+        progress_console.print(f"grading {100 * fraction:3.0f}%: {message}", style="dim", highlight=False, soft_wrap=True)
+
+    yield line
 
 
 @app.command("eval")
@@ -320,6 +365,8 @@ def evaluate(
     agent_model: Annotated[Optional[str], typer.Option(help="Model name passed to the agent CLI.")] = None,
     max_turns: Annotated[int, typer.Option(min=1, help="Agent turn limit.")] = 25,
     output_dir: Annotated[Path, typer.Option(help="Where output/<task_id>/ goes.")] = Path("output"),
+    overwrite: Annotated[bool, typer.Option(
+        "--overwrite", help="With --dry-run: replace a solution file there that differs from the stored one.")] = False,
     gpu: GpuOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -327,7 +374,7 @@ def evaluate(
     from apex_core.agents import make_agent
     from apex_core.evaluation import run_eval
 
-    backend = make_agent("dry-run" if dry_run else agent, model=agent_model, max_turns=max_turns)
+    backend = make_agent("dry-run" if dry_run else agent, model=agent_model, max_turns=max_turns, overwrite=overwrite)
     with console.status(f"evaluating {task_id} with the {backend.name} agent", spinner="dots") if not as_json else _null():
         report = run_eval(backend, task_id=task_id, output_dir=output_dir, gpu=gpu)
     if as_json:

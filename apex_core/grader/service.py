@@ -7,7 +7,9 @@ baseline medians to notice machine drift. ``compare`` ranks several solutions of
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from queue import Empty, Queue
@@ -17,14 +19,26 @@ from pydantic import BaseModel
 import apex_core
 from apex_core.grader import fingerprint
 from apex_core.grader.cache import GradeCache, grade_key
+from apex_core.grader.devices import grading_device
 from apex_core.grader.judge import GradeOptions, Progress, check_solution_file, file_hash, grade
 from apex_core.grader.result import GradeResult
 from apex_core.tasks import get_task
 
+log = logging.getLogger(__name__)
 
-def _cache_key(result_inputs: tuple[str, str, str], options: GradeOptions) -> str:
-    task_hash, solution_hash, environment_key = result_inputs
-    relevant = options.model_dump(exclude={"timeout_s", "device"})
+MAX_STEP_TIMEOUT_S = 3600.0
+"""The longest a single step of a solution may be given (``--timeout``, the tools' ``timeout_s``)."""
+HEARTBEAT_S = 5.0
+"""While one step of a grading runs longer than this, its progress message is repeated (with its age)."""
+NOT_IN_CACHE_KEY = frozenset({"timeout_s", "device", "warm_pool"})
+"""Options that do not change what a grading measures: how long a step may take, which GPU of
+the same kind, whether workers come from the warm pool. The CLI and the MCP tools differ in these
+(a one-shot command does not keep workers warm), and must still find each other's verdicts."""
+
+
+def cache_key(task_hash: str, solution_hash: str, environment_key: str, options: GradeOptions) -> str:
+    """One key for one file graded with the same measuring options, whoever asked (CLI or tool)."""
+    relevant = options.model_dump(exclude=set(NOT_IN_CACHE_KEY))
     return grade_key(task_hash, solution_hash, environment_key, apex_core.__version__, relevant)
 
 
@@ -35,22 +49,28 @@ def grade_solutions(
     use_cache: bool = True,
     cache: GradeCache | None = None,
     progress: Progress | None = None,
+    heartbeat_s: float = HEARTBEAT_S,
 ) -> list[GradeResult]:
+    """Grade ``solutions`` of one task (answered from ``cache`` where this exact file was graded
+    with the same measuring options before); ``progress(fraction, message)`` never goes backwards
+    and, during a long step, keeps coming every ``heartbeat_s`` seconds."""
     options = options or GradeOptions()
     task = get_task(task_id)
     paths = [check_solution_file(task, Path(p)) for p in solutions]
+    grading_device(task, options.device)  # a device that does not exist fails before any cached verdict is given
     cache = cache or GradeCache()
     on_gpu = task.needs_gpu and _gpu_available(options)
     environment_key = fingerprint.environment(on_gpu).key()
     task_hash = task.content_hash()
+    steady = SteadyProgress(progress, heartbeat_s) if progress is not None else None
 
     def one(number: int, path: Path, device: str | None) -> GradeResult:
-        key = _cache_key((task_hash, file_hash(path), environment_key), options)
+        key = cache_key(task_hash, file_hash(path), environment_key, options)
         cached = cache.get(key) if use_cache else None
         if cached is not None:
             return cached.model_copy(update={"cached": True, "solution_path": str(path)})
         local = options if device is None else options.model_copy(update={"device": device})
-        result = grade(task, path, local, _scaled(progress, number, len(paths), path))
+        result = grade(task, path, local, _scaled(steady, number, len(paths), path))
         for timing in result.timings:
             shape_key = ",".join(f"{k}={v}" for k, v in timing.shape.items())
             drift = cache.check_baseline(result.provenance.task_hash, result.provenance.environment_key, shape_key,
@@ -62,7 +82,67 @@ def grade_solutions(
         return result
 
     devices = visible_gpus(options) if on_gpu else []
-    return run_per_device([(i, p) for i, p in enumerate(paths)], devices, one)
+    if steady is None:
+        return run_per_device([(i, p) for i, p in enumerate(paths)], devices, one)
+    with steady:
+        return run_per_device([(i, p) for i, p in enumerate(paths)], devices, one)
+
+
+class SteadyProgress:
+    """Progress as a client can rely on it: it never goes backwards (MCP requires each report to
+    be larger than the last, and a re-measured timing starts its shapes over), and while one step
+    runs long (loading and compiling, one case in Triton's interpreter) the last message is
+    repeated every ``interval_s`` with how long it has been running, a little further on."""
+
+    STEP = 0.001
+    """The smallest advance a report shows (0.1%)."""
+
+    def __init__(self, report: Progress, interval_s: float = HEARTBEAT_S) -> None:
+        self.report = report
+        self.interval_s = interval_s
+        self.fraction = -1.0
+        self.message = ""
+        self.since = self.sent_at = time.monotonic()
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._beat = threading.Thread(target=self._beats, name="apex-progress", daemon=True)
+
+    def __call__(self, fraction: float, message: str) -> None:
+        with self._lock:
+            self.message, self.since = message, time.monotonic()
+            self._send(fraction, message)
+
+    def _send(self, fraction: float, message: str) -> None:
+        fraction = min(max(fraction, self.fraction + self.STEP), 1.0)
+        if fraction <= self.fraction:
+            return  # at the end already: nothing further to show
+        self.fraction, self.sent_at = fraction, time.monotonic()
+        self.report(fraction, message)
+
+    def _beats(self) -> None:
+        while not self._done.wait(self._until_next()):
+            with self._lock:
+                now = time.monotonic()
+                # Heartbeats stop short of the end: the step they repeat has not finished.
+                if not self.message or now - self.sent_at < self.interval_s or self.fraction + self.STEP >= 0.99:
+                    continue
+                try:
+                    self._send(self.fraction + self.STEP, f"{self.message} (still running, {now - self.since:.0f} s)")
+                except Exception:  # a client that went away must not end the grading
+                    log.warning("a progress report failed; no more heartbeats for this grading", exc_info=True)
+                    return
+
+    def _until_next(self) -> float:
+        due = self.sent_at + self.interval_s - time.monotonic()
+        return due if due > 0 else self.interval_s  # overdue only when a beat was skipped
+
+    def __enter__(self) -> SteadyProgress:
+        self._beat.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._done.set()
+        self._beat.join(timeout=self.interval_s + 5)
 
 
 def visible_gpus(options: GradeOptions) -> list[str]:
