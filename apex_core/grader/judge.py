@@ -724,8 +724,8 @@ class _Run:
         a second measurement too, so that a moment of host or driver contention blames no one.
         """
         reason = ""
-        request = {"op": "wall_check", "calls": WALL_CHECK_CALLS, "cover_ns": cover_ns}
         for _ in range(WALL_CHECK_ATTEMPTS):
+            request = {"op": "wall_check", "calls": WALL_CHECK_CALLS, "cover_ns": cover_ns, "request_key": secrets.randbits(62)}
             control, _ = baseline.request(request)
             self._require_ok(control, "baseline")
             reply, _ = candidate.request(request)
@@ -748,10 +748,10 @@ class _Run:
         """
         key = (self.task.id, self.task.content_hash(), self.device)
         if key not in _BASELINE_TRACES:
-            reply, _ = baseline.request({"op": "profile"})
+            reply, _ = baseline.request({"op": "profile", "request_key": secrets.randbits(62)})
             self._require_ok(reply, "baseline")
             _BASELINE_TRACES[key] = reply
-        reply, _ = candidate.request({"op": "profile"})
+        reply, _ = candidate.request({"op": "profile", "request_key": secrets.randbits(62)})
         self._require_ok(reply, "solution")
         if not self.task.allow_side_streams:
             reason = trace_checks.side_stream_reason(_BASELINE_TRACES[key], reply)

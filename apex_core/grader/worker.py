@@ -21,7 +21,7 @@ from typing import Any, Callable
 from apex_core.grader import native, wire
 from apex_core.grader.digest import input_digests  # bound before any solution is imported
 from apex_core.grader.payload import Payload, encode_values
-from apex_core.grader.rotation import CallRotation
+from apex_core.grader.rotation import CallRotation, call_seed
 
 _perf_counter_ns = time.perf_counter_ns  # bound before any candidate code runs
 
@@ -449,10 +449,10 @@ class Worker:
             return {"ok": False, "kind": "runtime_error", "message": describe_exception(exc, self.solution_path)}
         return {"ok": True, "samples_ns": samples, "python_threads": threading.active_count()}
 
-    def wall_check(self, calls: int, cover_ns: int) -> dict[str, Any]:
+    def wall_check(self, calls: int, cover_ns: int, request_key: int) -> dict[str, Any]:
         """Per call, under the timed samples' launch cover: the events' time, and the host's wait
         from the end event's completion to the end of a device-wide synchronization (see
-        ``wall_clock``)."""
+        ``wall_clock``). Each call on fresh inputs, as a timed call is (``request_key``)."""
         assert self.function is not None
         timers = self.timers
         if timers is None:
@@ -461,7 +461,7 @@ class Worker:
         after_end_ns: list[int] = []
         try:
             for i in range(calls):
-                args = self._refill(i % len(self.buffers))
+                args = self._fill_fresh(i % len(self.buffers), call_seed(request_key, i))
                 timers.synchronize()
                 timers.cover_launch(cover_ns)
                 timers.record(timers.start)
@@ -476,12 +476,13 @@ class Worker:
             return {"ok": False, "kind": "runtime_error", "message": describe_exception(exc, self.solution_path)}
         return {"ok": True, "event_ns": event_ns, "after_end_ns": after_end_ns}
 
-    def profile_call(self) -> dict[str, Any]:
-        """The device kernels one call launches, with their device time, from PyTorch's profiler."""
+    def profile_call(self, request_key: int) -> dict[str, Any]:
+        """The device kernels one call launches, with their device time, from PyTorch's profiler;
+        the call runs on fresh inputs, as a timed call does, so a memo cannot answer it."""
         assert self.function is not None and self.torch is not None
         from torch.profiler import ProfilerActivity, profile
 
-        args = self._refill(0)
+        args = self._fill_fresh(0, call_seed(request_key, 0))
         self._synchronize()
         try:
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as trace:
@@ -536,9 +537,10 @@ class Worker:
         if op == "timed_outputs":
             return self.timed_outputs_payload([int(slot) for slot in header.get("slots", [])])
         if op == "profile":
-            return self.profile_call(), b""
+            return self.profile_call(int(header["request_key"])), b""
         if op == "wall_check":
-            return self.wall_check(int(header.get("calls", 10)), int(header.get("cover_ns", 0))), b""
+            calls, cover = int(header.get("calls", 10)), int(header.get("cover_ns", 0))
+            return self.wall_check(calls, cover, int(header["request_key"])), b""
         return {"ok": False, "kind": "infra_error", "message": f"unknown op {op!r}"}, b""
 
     def serve(self, read_fd: int, write_fd: int, shared: wire.SharedFile | None = None) -> None:
