@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from apex_core.grader import native, wire
+from apex_core.grader import native, protocol, wire
 from apex_core.grader.digest import input_digests  # bound before any solution is imported
 from apex_core.grader.payload import Payload, encode_values
 from apex_core.grader.rotation import CallRotation, call_seed
@@ -513,35 +513,30 @@ class Worker:
             values.extend(outputs)
         return {"ok": True, "output_type": "exact"}, encode_values(values)
 
-    def handle(self, header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], Payload | bytes]:
-        op = header.get("op")
-        if op == "load":
-            output_args = [int(i) for i in header.get("output_args", [])]
-            solution, entry = str(header["solution_path"]), str(header["entry_point"])
-            return self.load(solution, entry, header.get("compile_cache"), output_args, dict(header.get("inputs") or {})), b""
-        if op == "call":
-            strided = tuple(int(i) for i in header.get("strided", []))
-            return self.call(dict(header["shape"]), int(header["seed"]), strided, int(header.get("digest_key", 0)))
-        if op == "stage":
-            seeds = [int(seed) for seed in header["seeds"]]
-            return self.stage(dict(header["shape"]), seeds, int(header.get("buffers", 3))), b""
-        if op == "keep":
-            return self.keep(str(header["name"])), b""
-        if op == "select":
-            return self.select(str(header["name"])), b""
-        if op == "warmup":
-            return self.warmup(int(header["min_calls"]), float(header["min_seconds"])), b""
-        if op == "time":
-            reps, flush, cover = int(header["reps"]), int(header.get("flush_bytes", 0)), int(header.get("cover_ns", 0))
-            return self.time_samples(reps, flush, cover, int(header["request_key"])), b""
-        if op == "timed_outputs":
-            return self.timed_outputs_payload([int(slot) for slot in header.get("slots", [])])
-        if op == "profile":
-            return self.profile_call(int(header["request_key"])), b""
-        if op == "wall_check":
-            calls, cover = int(header.get("calls", 10)), int(header.get("cover_ns", 0))
-            return self.wall_check(calls, cover, int(header["request_key"])), b""
-        return {"ok": False, "kind": "infra_error", "message": f"unknown op {op!r}"}, b""
+    def handle(self, request: protocol.Request) -> tuple[dict[str, Any], Payload | bytes]:
+        match request:
+            case protocol.Load():
+                return self.load(request.solution_path, request.entry_point, request.compile_cache,
+                                 list(request.output_args), request.inputs), b""
+            case protocol.Call():
+                return self.call(request.shape, request.seed, request.strided, request.digest_key)
+            case protocol.Stage():
+                return self.stage(request.shape, list(request.seeds), request.buffers), b""
+            case protocol.Keep():
+                return self.keep(request.name), b""
+            case protocol.Select():
+                return self.select(request.name), b""
+            case protocol.Warmup():
+                return self.warmup(request.min_calls, request.min_seconds), b""
+            case protocol.Time():
+                return self.time_samples(request.reps, request.flush_bytes, request.cover_ns, request.request_key), b""
+            case protocol.TimedOutputs():
+                return self.timed_outputs_payload(list(request.slots))
+            case protocol.Profile():
+                return self.profile_call(request.request_key), b""
+            case protocol.WallCheck():
+                return self.wall_check(request.calls, request.cover_ns, request.request_key), b""
+        return {"ok": False, "kind": "infra_error", "message": f"no handler for '{request.op}'"}, b""
 
     def serve(self, read_fd: int, write_fd: int, shared: wire.SharedFile | None = None) -> None:
         """Answer requests until the judge says exit; every reply echoes its request's nonce."""
@@ -550,10 +545,15 @@ class Worker:
                 header, payload = wire.receive(read_fd)
             except wire.ChannelClosed:
                 return
-            if header.get("op") == "exit":
-                return
             nonce = header.pop("nonce", None)
-            reply, out = self.handle(header, payload)
+            try:
+                request = protocol.parse(header)
+            except protocol.ProtocolError as error:
+                wire.send(write_fd, {"ok": False, "kind": "infra_error", "message": str(error), "nonce": nonce})
+                continue
+            if isinstance(request, protocol.Exit):
+                return
+            reply, out = self.handle(request)
             wire.send(write_fd, {**reply, "nonce": nonce}, out, shared)
 
 
@@ -561,9 +561,11 @@ def main(argv: list[str]) -> int:
     read_fd, write_fd = int(argv[1]), int(argv[2])
     shared = wire.SharedFile(int(argv[3])) if len(argv) > 3 else None
     header, _ = wire.receive(read_fd)
-    nonce = header.get("nonce")
-    worker = Worker(header["library"], header["device"])
-    worker.cpu = header.get("cpu")
+    nonce = header.pop("nonce", None)
+    init = protocol.parse(header)
+    assert isinstance(init, protocol.Init), f"the first request must be 'init', not '{init.op}'"
+    worker = Worker(init.library, init.device)
+    worker.cpu = init.cpu
     wire.send(write_fd, {"ok": True, "pid": os.getpid(), "nonce": nonce})
     worker.serve(read_fd, write_fd, shared)
     return 0
