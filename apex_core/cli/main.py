@@ -308,6 +308,7 @@ def grade(
     no_timing: Annotated[bool, typer.Option("--no-timing", help="Check correctness only.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Grade again even if this exact solution was graded here before.")] = False,
     backend: Annotated[str, typer.Option(help="Who times: apex (built in) or magpie (an installed Magpie at MAGPIE_ROOT).")] = "apex",
+    unconfined: Annotated[bool, typer.Option("--unconfined", help="Run solutions with your own rights where they cannot be confined (recorded in the result).")] = False,
 ) -> None:
     """Grade solution files out of process: compile, correctness on all shapes, interleaved timing, score."""
     from apex_core.grader.judge import GradeOptions
@@ -321,7 +322,8 @@ def grade(
                             "e.g. --timeout 180 (the default)")
     # A one-shot command grading one file gains nothing from keeping workers warm for later.
     options = GradeOptions(
-        timeout_s=timeout, device=_device_name(device), timing=not no_timing, warm_pool=len(paths) > 1, backend=backend
+        timeout_s=timeout, device=_device_name(device), timing=not no_timing, warm_pool=len(paths) > 1, backend=backend,
+        unconfined=unconfined,
     )
     with _grading_progress() as progress:
         results = grade_solutions(task, paths, options, use_cache=not no_cache, progress=progress)

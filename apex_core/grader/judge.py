@@ -34,7 +34,9 @@ from apex_core.grader.cache import default_cache_dir
 from apex_core.grader.payload import decode_values
 from apex_core.grader.pool import POOL
 from apex_core.grader.rotation import CallRotation
-from apex_core.grader.process import TIMING_CORES, WorkerFailure, WorkerProcess, WorkerSpec, sandbox_identity
+from apex_core.grader.process import (
+    TIMING_CORES, WorkerFailure, WorkerProcess, WorkerSpec, confinement_problem, sandbox_identity,
+)
 from apex_core.grader.result import GradeResult, Outcome, Provenance, ShapeCheck, ShapeTiming
 from apex_core.hardware.detect import DetectedDevice
 from apex_core.hardware.specs import GpuSpec
@@ -177,6 +179,10 @@ class GradeOptions(BaseModel):
     backend: Literal["apex", "magpie"] = "apex"
     """Who times: our interleaved harness, or an installed Magpie (MAGPIE_ROOT). Correctness,
     the trace checks' verdicts, floors and ceilings stay ours either way."""
+    unconfined: bool = False
+    """Grade even where a solution cannot be confined (``sandbox.py``), or with the Magpie backend,
+    whose processes Apex cannot confine: the solution then runs with the judge's own rights. The
+    result says so (flag ``unconfined``, ``provenance.unconfined``)."""
 
 
 def _machine() -> tuple[DetectedDevice, GpuSpec | None]:
@@ -366,6 +372,7 @@ class _Run:
             memory_bytes=self.options.memory_bytes,
             # An address-space cap is safe for NumPy workers only: GPU runtimes reserve huge ranges.
             limit_address_space=self.task.array_library == "numpy",
+            unconfined=self.options.unconfined,
         )
 
     def candidate_cache(self) -> Path:
@@ -892,6 +899,7 @@ def _provenance(
     clocks_before: Clocks | None = None,
     timing_method: str = "",
     clocks_after: Clocks | None = None,
+    unconfined: bool = False,
 ) -> Provenance:
     on_gpu = device_name != "cpu"
     env = fingerprint.environment(on_gpu)
@@ -914,6 +922,7 @@ def _provenance(
             else "perf_counter_ns per call, rotating refilled inputs, interleaved A/B, adaptive"
         ),
         public_seed=public_seed,
+        unconfined=unconfined,
     )
 
 
@@ -943,6 +952,24 @@ def _require_magpie(task: Task) -> None:
         raise ApexUserError(f"--backend magpie cannot grade {task.id}: {reason}; use --backend apex")
 
 
+def _require_confinement(options: GradeOptions) -> None:
+    """Refuse, in one line and before anything runs, to run a solution that cannot be confined,
+    unless the user asked for it (``unconfined``)."""
+    if options.unconfined:
+        return
+    if options.backend == "magpie" and options.timing:
+        raise ApexUserError(
+            "--backend magpie runs the solution in Magpie's own processes, which Apex cannot confine; "
+            "pass --unconfined to time with Magpie anyway (the result records it)"
+        )
+    problem = confinement_problem()
+    if problem:
+        raise ApexUserError(
+            f"refusing to grade: solutions cannot be confined on this machine ({problem}); "
+            "pass --unconfined to run them with your own rights (the result records it)"
+        )
+
+
 _BACKGROUND = ThreadPoolExecutor(max_workers=2, thread_name_prefix="apex-judge")
 """Reads the judge needs but need not wait for at once (the clocks before and after a grading)."""
 _DIRTY_ENVIRONMENT: list[str] = []
@@ -958,7 +985,10 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
     solution = check_solution_file(task, Path(solution))
     if options.backend == "magpie" and options.timing:
         _require_magpie(task)
+    _require_confinement(options)
     run = _Run(task, solution, options, progress)
+    if options.unconfined:
+        run.flags.append("unconfined: the solution ran with the judge's own rights, outside the sandbox (--unconfined)")
     run.progress(0.0, "starting a worker and loading the solution")
     findings = prescan.scan_source(solution.read_text(encoding="utf-8", errors="replace"))
     run.flags.extend(finding.flag() for finding in findings)
@@ -1008,7 +1038,7 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
     except _Failed as failed:
         outcome, reason = failed.outcome, failed.reason
     except WorkerFailure as failure:
-        kinds = {"timeout": Outcome.timeout, "tampering": Outcome.tampering}
+        kinds = {"timeout": Outcome.timeout, "tampering": Outcome.tampering, "infra_error": Outcome.infra_error}
         outcome, reason = kinds.get(failure.kind, Outcome.crash), str(failure)
     finally:
         run.close()
@@ -1065,7 +1095,8 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
         score=score,
         rl_reward=rl_reward(outcome.value, correct, credited if correct else None, own_work=not run.no_custom_kernel),
         provenance=_provenance(
-            task, solution, run.device, options.public_seed, clocks_before.result(), run.timing_method, clocks_after.result()
+            task, solution, run.device, options.public_seed, clocks_before.result(), run.timing_method, clocks_after.result(),
+            options.unconfined,
         ),
         elapsed_s=round(time.monotonic() - run.started, 3),
         phases_s=run.phases,

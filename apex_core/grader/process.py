@@ -2,11 +2,12 @@
 
 Each worker runs under a reaper (``reaper.py``) in a new session, with a scratch directory as
 working directory and home, stdin closed, no descriptors but its two pipe ends and the shared file
-for large replies (all three the judge's own), an environment
-built from an allow-list, resource limits, and (when the judge is root and it is possible) an
-unprivileged user. Closing it kills every process below the reaper at once, detached ones
-included (the reaper is their subreaper); the reaper collects them and exits in the background,
-and its process group is killed if it does not.
+for large replies (all three the judge's own), an environment built from an allow-list, resource
+limits, and, unless it only runs our own code (``WorkerSpec.trusted``) or the user asked for none
+(``WorkerSpec.unconfined``), confined by ``sandbox.py``: not the judge's user, its own namespaces
+and a mount view in which only its scratch directory is writable. Closing it kills every process
+below the reaper at once, detached ones included (the reaper is their subreaper); the reaper
+collects them and exits in the background, and its process group is killed if it does not.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pwd
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from apex_core.grader import wire
+from apex_core.grader import sandbox, wire
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 PASSED_THROUGH_ENV = (
@@ -51,7 +53,9 @@ SANDBOX_USER = "nobody"
 
 @functools.lru_cache(maxsize=1)
 def sandbox_identity() -> tuple[int, int] | None:
-    """(uid, gid) to run solutions as when the judge is root, if that user can start our Python."""
+    """(uid, gid) to run solutions as when the judge is root, if that user can start our Python
+    as the machine's file system stands (not through a sandbox's view): what the Magpie backend,
+    which runs solutions in its own processes, and the judge's choice of compile-cache root use."""
     if os.geteuid() != 0:
         return None
     try:
@@ -87,6 +91,78 @@ def seal_reference_solutions() -> None:
     directory = PACKAGE_PARENT / "reference_solutions"
     if directory.is_dir():
         os.chmod(directory, 0o700)
+
+
+TMP_BYTES = 1024**3
+"""Size cap of a confined worker's private /tmp and /dev/shm, each."""
+COPY_BACK_BYTES = 256 * 1024**2
+"""The most a confined worker's compile-cache copy returns to the shared compile cache."""
+
+
+@functools.lru_cache(maxsize=1)
+def confinement_problem() -> str | None:
+    """Why a solution cannot be confined on this machine (one line), or None when it can.
+
+    Found the only sure way, once per process: a confined start of our Python, importing what a
+    worker imports first, exactly as a worker starts.
+    """
+    scratch = Path(tempfile.mkdtemp(prefix="apex-probe-"))
+    try:
+        identity = sandbox.candidate_identity()
+        if identity is not None:
+            os.chown(scratch, *identity)
+        config = {"scratch": str(scratch), "confine": {"writable": [], "tmp_bytes": 16 * 1024**2}}
+        probe = [sys.executable, "-s", "-c", "import apex_core.grader.worker"]
+        done = subprocess.run(
+            [sys.executable, "-s", "-m", "apex_core.grader.reaper", json.dumps(config), "--", *probe],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            cwd=scratch,
+            env=worker_environment(scratch),
+            timeout=120,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"the confined probe did not run: {error}"
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if done.returncode == 0:
+        return None
+    lines = (done.stdout + done.stderr).decode(errors="replace").strip().splitlines()
+    return lines[-1] if lines else f"the confined probe exited with code {done.returncode}"
+
+
+def _chown_tree(root: Path, identity: tuple[int, int]) -> None:
+    os.chown(root, *identity)
+    for directory, dirs, files in os.walk(root):
+        for name in dirs + files:
+            os.chown(os.path.join(directory, name), *identity, follow_symlinks=False)
+
+
+def _copy_back(local: Path, compile_cache: Path) -> None:
+    """Copy the regular files a (dead) confined worker left in ``local`` into ``compile_cache``,
+    up to COPY_BACK_BYTES; links, devices and pipes it may have made there are skipped."""
+    budget = COPY_BACK_BYTES
+    for directory, _, files in os.walk(local):
+        relative = Path(directory).relative_to(local)
+        for name in files:
+            source = Path(directory, name)
+            try:
+                info = source.lstat()
+                if not stat.S_ISREG(info.st_mode) or info.st_size > budget:
+                    continue
+                target = compile_cache / relative / name
+                if target.exists() and target.stat().st_size == info.st_size:
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                with os.fdopen(fd, "rb") as reader:
+                    temporary = target.with_name(f".{name}.{secrets.token_hex(4)}")
+                    temporary.write_bytes(reader.read(budget))
+                    temporary.replace(target)
+                budget -= info.st_size
+            except OSError:
+                continue
 
 
 PIPE_BYTES = 1 << 20
@@ -147,8 +223,16 @@ class WorkerSpec:
     memory_bytes: int | None = None
     limit_address_space: bool = False
     trusted: bool = False
-    """Runs only our own code (the baseline): keeps the judge's user, so that a solution, which runs
-    as the sandbox user, cannot signal, slow or inspect it."""
+    """Runs only our own code (the baseline): unconfined, as the judge's user and in the judge's
+    namespaces, out of every confined solution's sight (a solution sees only its own PID
+    namespace, so it cannot signal, slow or inspect it)."""
+    unconfined: bool = False
+    """Run a solution without the sandbox (``GradeOptions.unconfined``): as the judge's user, with
+    its view of the machine. Only when the user asked for it; the result records it."""
+
+    @property
+    def confined(self) -> bool:
+        return not (self.trusted or self.unconfined)
 
 
 def startup_cpus() -> list[int] | None:
@@ -192,9 +276,12 @@ class WorkerProcess:
         self.memory_bytes = spec.memory_bytes or default_memory_bytes()
         self.scratch = Path(tempfile.mkdtemp(prefix="apex-worker-"))
         self.log_path = self.scratch / "worker.log"
-        self.identity = None if spec.trusted else sandbox_identity()
+        self.identity = sandbox.candidate_identity() if spec.confined else None
+        """(uid, gid) the solution runs as outside its namespaces when the judge is root."""
         if self.identity is not None:
             os.chown(self.scratch, *self.identity)
+        self._cache_copies: list[tuple[Path, Path]] = []
+        """(copy under the scratch directory, the compile cache it came from and goes back to)."""
         to_worker_r, self._to_worker = os.pipe()
         self._from_worker, from_worker_w = os.pipe()
         for fd in (self._to_worker, from_worker_w):
@@ -210,8 +297,7 @@ class WorkerProcess:
             "cpu_seconds": int(max(600, 20 * timeout_s)),
             "file_bytes": 1024**3,
             "cpus": startup_cpus(),
-            "uid": self.identity[0] if self.identity else None,
-            "gid": self.identity[1] if self.identity else None,
+            "confine": {"writable": [], "tmp_bytes": TMP_BYTES} if spec.confined else None,
         }
         worker_argv = [sys.executable, "-s", "-m", "apex_core.grader.worker", *(str(fd) for fd in passed)]
         with open(self.log_path, "wb") as log:
@@ -249,10 +335,12 @@ class WorkerProcess:
         shutil.copyfile(solution, copy)
         if compile_cache is not None:
             compile_cache.mkdir(parents=True, exist_ok=True)
+            if self.spec.confined and not compile_cache.resolve().is_relative_to(self.scratch.resolve()):
+                compile_cache = self._local_copy(compile_cache)
         if self.identity is not None:
             os.chown(copy, *self.identity)
             if compile_cache is not None:
-                os.chown(compile_cache, *self.identity)
+                _chown_tree(compile_cache, self.identity)
         reply, _ = self.request(
             {
                 "op": "load",
@@ -264,6 +352,14 @@ class WorkerProcess:
             }
         )
         return reply
+
+    def _local_copy(self, compile_cache: Path) -> Path:
+        """A confined worker sees no directory but its scratch: it compiles into a copy of
+        ``compile_cache`` there, whose new files go back when the worker is closed."""
+        local = self.scratch / f"compile-cache-{len(self._cache_copies)}"
+        shutil.copytree(compile_cache, local, symlinks=True, dirs_exist_ok=True)
+        self._cache_copies.append((local, compile_cache))
+        return local
 
     def log_tail(self, limit: int = 1500) -> str:
         try:
@@ -312,6 +408,10 @@ class WorkerProcess:
             except subprocess.TimeoutExpired:
                 code = None
             self.kill()
+            from apex_core.grader.reaper import SANDBOX_FAILED_EXIT
+
+            if code == SANDBOX_FAILED_EXIT:
+                raise WorkerFailure("infra_error", f"the worker could not be started confined: {self.log_tail(600)}") from None
             raise WorkerFailure("crash", f"the process died during '{pending.op}' ({self._death(code)})") from None
 
     def _death(self, code: int | None) -> str:
@@ -377,6 +477,8 @@ class WorkerProcess:
         # No polite exit first: the worker's own shutdown (interpreter, device context) took about
         # a second of every grading, and nothing of it is worth keeping.
         self.kill()
+        for local, compile_cache in self._cache_copies:
+            _copy_back(local, compile_cache)
         for fd in (self._to_worker, self._from_worker):
             try:
                 os.close(fd)

@@ -1,12 +1,14 @@
-"""The trusted launcher between the judge and a worker: limits, privilege drop, and a full clean-up.
+"""The trusted launcher between the judge and a worker: limits, confinement, and a full clean-up.
 
 The judge starts ``python -m apex_core.grader.reaper CONFIG_JSON -- WORKER_ARGV...``. The reaper
 makes itself a child subreaper (Linux), so processes the solution forks and detaches with
-``setsid`` or a double fork are re-parented to it instead of escaping to init; it applies resource
-limits, drops to an unprivileged user when the judge runs as root and that user can run the
-interpreter, starts the worker, watches the resident memory of everything below it, and when the
-worker ends (or the judge sends SIGTERM) kills every descendant before it exits itself.
-It never imports solution code.
+``setsid`` or a double fork are re-parented to it instead of escaping to init; it starts the
+worker with resource limits, confined (``sandbox.py``: its own namespaces and mount view, not the
+judge's user) unless the config says otherwise, watches the resident memory of everything below it,
+and when the worker ends, the judge sends SIGTERM, or the judge is gone (its parent changed: killed,
+even with SIGKILL) it kills every descendant before it exits itself. The worker dies with the
+reaper (``PR_SET_PDEATHSIG``), so nothing of a grading outlives a judge by more than one poll of
+this loop. It never imports solution code.
 """
 
 from __future__ import annotations
@@ -17,14 +19,19 @@ import os
 import resource
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from apex_core.grader import sandbox
+
 PR_SET_CHILD_SUBREAPER = 36
 MEMORY_EXCEEDED_EXIT = 86
 MEMORY_MARKER = "memory-limit-exceeded"
+SANDBOX_FAILED_EXIT = sandbox.SETUP_FAILED_EXIT
+POLL_S = 0.05
+"""How often the reaper checks the worker, its memory and whether the judge is still there."""
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 
 
 def become_subreaper() -> bool:
@@ -117,10 +124,6 @@ def _limits(config: dict) -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (int(config["file_bytes"]),) * 2)
     if config.get("address_space_bytes"):
         resource.setrlimit(resource.RLIMIT_AS, (int(config["address_space_bytes"]),) * 2)
-    if config.get("uid") is not None:
-        os.setgroups([])
-        os.setgid(int(config["gid"]))
-        os.setuid(int(config["uid"]))
 
 
 def main(argv: list[str]) -> int:
@@ -135,26 +138,36 @@ def main(argv: list[str]) -> int:
         stop["requested"] = True
 
     signal.signal(signal.SIGTERM, on_term)
-    worker = subprocess.Popen(
-        worker_argv,
-        pass_fds=tuple(config.get("pass_fds", ())),
-        preexec_fn=lambda: _limits(config),
-        stdin=subprocess.DEVNULL,
-    )
+    confine = config.get("confine")
+    try:
+        view = None
+        if confine is not None:
+            view = sandbox.worker_view(
+                config["scratch"], PACKAGE_PARENT, list(confine.get("writable", [])),
+                int(confine.get("tmp_bytes") or 1024**3),
+            )
+        worker = sandbox.spawn(
+            worker_argv, tuple(config.get("pass_fds", ())), lambda: _limits(config), view, os.getcwd()
+        )
+    except (sandbox.SandboxError, OSError) as error:
+        print(f"apex: the worker could not be confined: {error}", flush=True)
+        return SANDBOX_FAILED_EXIT
     memory_limit = int(config.get("memory_bytes") or 0)
     code = 0
     while not stop["requested"]:
-        result = worker.poll()
-        if result is not None:
-            code = result
+        done, status = os.waitpid(worker, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(status)
             break
+        if os.getppid() != judge:
+            break  # the judge is gone; nobody will read an answer
         if memory_limit:
             _, rss = descendants(me)
             if rss > memory_limit:
                 Path(config["scratch"], MEMORY_MARKER).write_text(str(rss))
                 code = MEMORY_EXCEEDED_EXIT
                 break
-        time.sleep(0.05)
+        time.sleep(POLL_S)
     kill_descendants(me)
     if os.getppid() != judge and config.get("scratch"):
         # The judge is gone (it exited without closing this worker): nobody will read the log or

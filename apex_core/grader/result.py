@@ -66,6 +66,9 @@ class Provenance(BaseModel):
     timing_method: str
     public_seed: int
     """The public half of the input seeds; the secret half is never recorded."""
+    unconfined: bool = False
+    """True when the solution ran outside the sandbox, with the judge's own rights (the user
+    passed ``--unconfined``); its verdict is then only as trustworthy as the solution."""
 
     @property
     def device(self) -> str:

@@ -4,7 +4,9 @@ The hack classes of ../shared/research/peers.md that concern processes and files
 children, memory exhaustion, killing itself, editing the grader's or the baseline's files.
 """
 
+import os
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -55,27 +57,55 @@ def alive(pid: int) -> bool:
 
 
 def test_a_child_that_detaches_with_setsid_and_a_double_fork_does_not_survive_the_grading(task, tmp_path):
-    pid_file = tmp_path / "daemon.pid"
+    marker = f"{os.getpid()}{int(time.time() * 1000) % 100000}.5"
     body = f"""
+    _started = []
     def rms_norm(x, weight, eps):
-        if not os.path.exists({str(pid_file)!r}):
+        if not _started:
+            _started.append(1)
             child = os.fork()
             if child == 0:
                 os.setsid()
                 if os.fork() == 0:
-                    open({str(pid_file)!r}, "w").write(str(os.getpid()))
-                    time.sleep(600)
+                    os.execv("/bin/sleep", ["sleep", {marker!r}])
                 os._exit(0)
             os.waitpid(child, 0)
         return _correct(x, weight, eps)
     """
-    result = grade(task, write(tmp_path, body), FAST)
+    # The daemon runs in the solution's namespaces (its pid there means nothing here, and it can
+    # write nowhere the test reads): the test finds it by its command line while the grading runs.
+    seen: list[int] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set() and not seen:
+            seen.extend(pid for pid in _pids() if _cmdline(pid) == ["sleep", marker])
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        result = grade(task, write(tmp_path, body), FAST)
+    finally:
+        done.set()
+        watcher.join()
     assert result.outcome is Outcome.ok
-    daemon = int(pid_file.read_text())
+    assert seen, "the daemon never started"
     deadline = time.monotonic() + 5
-    while alive(daemon) and time.monotonic() < deadline:
+    while alive(seen[0]) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not alive(daemon)
+    assert not alive(seen[0])
+
+
+def _pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    except OSError:
+        return []
 
 
 def test_one_huge_allocation_fails_inside_the_address_space_limit(task, tmp_path):
@@ -108,6 +138,8 @@ def test_children_that_together_exceed_the_memory_limit_are_killed(task, tmp_pat
 
 
 def test_a_solution_that_edits_the_grader_is_tampering_and_the_file_is_restored(task, tmp_path):
+    # Unconfined: a confined solution cannot write there at all (test_sandbox.py); this is the
+    # integrity snapshot, the defense left when the user grades --unconfined.
     target = Path(__file__).resolve().parents[3] / "apex_core" / "score.py"
     original = target.read_bytes()
     body = f"""
@@ -117,7 +149,7 @@ def test_a_solution_that_edits_the_grader_is_tampering_and_the_file_is_restored(
         return _correct(x, weight, eps)
     """
     try:
-        result = grade(task, write(tmp_path, body), FAST)
+        result = grade(task, write(tmp_path, body), FAST.model_copy(update={"unconfined": True}))
         assert result.outcome is Outcome.tampering
         assert "score.py" in result.reason
         assert target.read_bytes() == original
@@ -126,6 +158,7 @@ def test_a_solution_that_edits_the_grader_is_tampering_and_the_file_is_restored(
 
 
 def test_slowing_the_baseline_by_editing_it_earns_no_speedup(task, tmp_path):
+    # Unconfined, as above: confined, the baseline is read-only to the solution (test_sandbox.py).
     baseline = task.baseline_path
     original = baseline.read_bytes()
     body = f"""
@@ -138,7 +171,7 @@ def test_slowing_the_baseline_by_editing_it_earns_no_speedup(task, tmp_path):
         return _correct(x, weight, eps)
     """
     try:
-        result = grade(task, write(tmp_path, body), FAST)
+        result = grade(task, write(tmp_path, body), FAST.model_copy(update={"unconfined": True}))
         assert result.outcome is Outcome.tampering
         assert result.speedup is not None and result.speedup <= 1.0
         assert baseline.read_bytes() == original
