@@ -413,9 +413,12 @@ class _Run:
         """Run every case; the first failure ends the check and is returned."""
         hidden_shapes = self.task.hidden_shapes if self.options.hidden_shapes else []
         cases = [(s, False) for s in self.task.test_shapes] + [(s, True) for s in hidden_shapes]
+        seeds = self.options.seeds_per_shape
         for index, (shape, hidden) in enumerate(cases):
-            self.progress(0.1 + 0.4 * index / len(cases), f"checking correctness, case {index + 1} of {len(cases)}")
-            for k in range(self.options.seeds_per_shape):
+            for k in range(seeds):
+                # Per seed: one case in Triton's interpreter can take many seconds.
+                self.progress(0.1 + 0.4 * (index * seeds + k) / (len(cases) * seeds),
+                              f"checking correctness, case {index + 1} of {len(cases)}" + (f", seed {k + 1} of {seeds}" if seeds > 1 else ""))
                 seed = _case_seed(self.options.public_seed, self.secret_seed, index, k)
                 outcome, comparison = self._check_case(worker, shape, seed, self.task.strided_args if hidden else ())
                 self.checks.append(
@@ -1019,6 +1022,7 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
                         run.calibrate(candidate)
                     except (_Failed, WorkerFailure) as failure:  # only our own code has run there yet
                         raise _Failed(Outcome.infra_error, f"calibrating the solution's worker: {failure}") from None
+            run.progress(0.05, "loading the solution (importing and compiling it)")
             with run.phase("load"):
                 run.load_into(candidate, solution, run.candidate_cache())
             compiled = True
@@ -1047,6 +1051,7 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
     if hard and outcome in (Outcome.ok, Outcome.wrong_answer, Outcome.runtime_error):
         outcome, reason = Outcome.tampering, f"line {hard[0].line}: {hard[0].detail}"
     clocks_after = _BACKGROUND.submit(fingerprint.read_clocks, run.device != "cpu")
+    run.progress(0.97, "checking that Apex's files and the libraries are as they were")
     with run.phase("integrity"):
         changes = integrity.compare(snapshot)
     if changes:
