@@ -8,17 +8,19 @@ cache directory, and returns a compact structured summary with that file's path.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import anyio
+import anyio.lowlevel
 from fastmcp import Context
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
 from apex_core.grader.cache import default_cache_dir
 from apex_core.grader.judge import GradeOptions
 from apex_core.grader.result import GradeResult
-from apex_core.grader.service import Ranked, grade_solutions, rank
+from apex_core.grader.service import MAX_STEP_TIMEOUT_S, Ranked, grade_solutions, rank
 from apex_core.hardware.detect import DetectedDevice
 from apex_core.hardware.specs import GpuSpec
 from apex_core.hardware.target import resolve_target
@@ -34,15 +36,28 @@ mcp = create_server(
 
 TaskId = Annotated[str, Field(min_length=3, description="Task id, e.g. llama-3-1-8b-instruct__rms_norm.")]
 SolutionPath = Annotated[str, Field(min_length=1, description="Path of the solution file (output/<task_id>/solution.py).")]
-Timeout = Annotated[float, Field(gt=0, le=3600, description="Seconds any single step of the solution may take.")]
+Timeout = Annotated[float, Field(gt=0, le=MAX_STEP_TIMEOUT_S, description="Seconds any single step of the solution may take.")]
+
+
+def _finite(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+Measured = Annotated[
+    float | None,
+    BeforeValidator(_finite),
+    Field(description="A measured number; null where the measurement gave no finite number (JSON has no NaN or infinity)."),
+]
+"""Numbers taken from timings: a NaN or infinity would travel as null (JSON has neither), so the
+schema says null may come, and it comes for exactly those values."""
 
 
 class ShapeTimingSummary(BaseModel):
     shape: dict[str, int]
-    baseline_median_us: float
-    solution_median_us: float
-    speedup: float
-    speedup_ci95: tuple[float, float]
+    baseline_median_us: Measured
+    solution_median_us: Measured
+    speedup: Measured
+    speedup_ci95: tuple[Measured, Measured]
     samples: int
 
 
@@ -57,10 +72,10 @@ class GradeSummary(BaseModel):
     correct: bool
     cases_passed: int
     cases_total: int
-    max_abs_error: float | None
-    speedup: float | None
-    measured_speedup: float | None
-    speedup_ci95: tuple[float, float] | None
+    max_abs_error: Measured
+    speedup: Measured
+    measured_speedup: Measured
+    speedup_ci95: tuple[Measured, Measured] | None
     timings: list[ShapeTimingSummary]
     flags: list[str]
     score: float
@@ -116,9 +131,12 @@ def summarize(result: GradeResult) -> GradeSummary:
 
 
 async def _grade(ctx: Context | None, task_id: str, paths: list[str], options: GradeOptions, use_cache: bool) -> list[GradeResult]:
+    loop = anyio.lowlevel.current_token()  # progress also comes from the service's heartbeat thread
+
     def progress(fraction: float, message: str) -> None:
         if ctx is not None:
-            anyio.from_thread.run(ctx.report_progress, round(100 * fraction, 1), 100.0, message)
+            # Two decimals: the service's reports grow by at least 0.1%, so each one shows larger.
+            anyio.from_thread.run(ctx.report_progress, round(100 * fraction, 2), 100.0, message, token=loop)
 
     return await anyio.to_thread.run_sync(
         lambda: grade_solutions(task_id, [Path(p) for p in paths], options, use_cache=use_cache, progress=progress)

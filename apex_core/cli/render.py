@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from apex_core.evaluation import EvalReport
-from apex_core.grader.result import GradeResult
+from apex_core.grader.result import NOT_TIMED, GradeResult
 from apex_core.hardware.specs import SOURCED_FIELDS
 from apex_core.hardware.target import HardwareTarget
 from apex_core.hardware.measured import MeasuredRates
@@ -114,7 +114,11 @@ def grade_result(console: Console, result: GradeResult, title: str | None = None
     table.add_row("score", f"{score.total:.1f} = {score.compiled_points:.0f} compiled + {score.correct_points:.0f} correct "
                   f"+ {score.speedup_points:.1f} speedup")
     table.add_row("normalized", f"{score.normalized:.3f}")
-    table.add_row("timing method", result.provenance.timing_method)
+    method = result.provenance.timing_method
+    if method.startswith(NOT_TIMED):
+        table.add_row("timing", method)
+    else:
+        table.add_row("timing method", method)
     table.add_row("graded on", result.provenance.device)
     console.print(table)
 

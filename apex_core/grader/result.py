@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from apex_core.grader.fingerprint import Clocks, Environment
 from apex_core.score import ScoreBreakdown
@@ -54,6 +54,10 @@ class ShapeTiming(BaseModel):
     baseline_median_ns / solution_median_ns multiplied by it; None where no correction applies."""
 
 
+NOT_TIMED = "not timed"
+"""How ``Provenance.timing_method`` starts when a grading timed nothing."""
+
+
 class Provenance(BaseModel):
     task_hash: str
     solution_hash: str
@@ -64,6 +68,7 @@ class Provenance(BaseModel):
     clocks_before: Clocks | None = None
     clocks_after: Clocks | None = None
     timing_method: str
+    """How the times were measured; ``not timed: <why>`` (NOT_TIMED) when nothing was."""
     public_seed: int
     """The public half of the input seeds; the secret half is never recorded."""
     unconfined: bool = False
@@ -100,6 +105,21 @@ class GradeResult(BaseModel):
     """Wall time per stage (integrity, load, correctness, timing); 'timing.*' and 'trace' are parts of 'timing'."""
     cached: bool = False
     """True when this result came from the grade cache rather than a new measurement."""
+
+    @model_validator(mode="after")
+    def _says_when_nothing_was_timed(self) -> GradeResult:
+        """A result without timings names no timing method: its provenance says why nothing was timed."""
+        if not self.timings and not self.provenance.timing_method.startswith(NOT_TIMED):
+            self.provenance = self.provenance.model_copy(update={"timing_method": f"{NOT_TIMED}: {self._why_not_timed()}"})
+        return self
+
+    def _why_not_timed(self) -> str:
+        flagged = next((f.split(":", 1)[1].strip() for f in self.flags if f.startswith("not_timed:")), "")
+        if flagged:
+            return flagged
+        if self.outcome is not Outcome.ok:
+            return f"the grading ended before timing ({self.outcome.value})"
+        return "correctness only"
 
     @property
     def max_abs_error(self) -> float | None:

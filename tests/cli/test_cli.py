@@ -7,6 +7,8 @@ import pytest
 
 from apex_core.tasks.catalog import DEFINITIONS_DIR
 
+CANNED = "apex_core/agents/canned/cpu-mini__rms_norm.py"
+
 
 def _one_line_error(done) -> str:
     assert done.returncode == 2, (done.stdout, done.stderr)
@@ -90,6 +92,9 @@ def test_grade_runs_the_triton_task_in_the_interpreter_and_says_timing_means_not
     result = json.loads(done.stdout)[0]
     assert result["outcome"] == "ok" and result["correct"] and result["speedup"] is None
     assert any(flag.startswith("not_timed") for flag in result["flags"])
+    assert result["provenance"]["timing_method"].startswith("not timed: Triton ran in the CPU interpreter")
+    progress = [line for line in done.stderr.splitlines() if line.startswith("grading")]
+    assert any("checking correctness, case" in line for line in progress)
 
 
 @pytest.mark.parametrize(
@@ -115,6 +120,21 @@ def test_grade_runs_the_triton_task_in_the_interpreter_and_says_timing_means_not
           "--device", "0"], "is a CPU task"),
         (["grade", "--task", "llama-3-1-8b-instruct__rms_norm", "--solution",
           "apex_core/kernels/rms_norm/baseline_triton.py", "--device", "7", "--no-cache"], "does not exist here"),
+        (["grade", "--task", "llama-3-1-8b-instruct__rms_norm", "--solution",
+          "apex_core/kernels/rms_norm/baseline_triton.py", "--device", "cuda:x"], "--device 'cuda:x' is not a device"),
+        (["grade", "--task", "cpu-mini__rms_norm", "--solution", CANNED, "--timeout", "0"],
+         "--timeout 0 is not a number of seconds above 0 and at most 3600; e.g. --timeout 180"),
+        (["grade", "--task", "cpu-mini__rms_norm", "--solution", CANNED, "--timeout", "-5"], "--timeout -5 is not a number"),
+        (["grade", "--task", "cpu-mini__rms_norm", "--solution", CANNED, "--timeout", "inf"], "--timeout inf is not a number"),
+        (["grade", "--task", "cpu-mini__rms_norm", "--solution", CANNED, "--timeout", "nan"], "--timeout nan is not a number"),
+        (["grade", "--task", "cpu-mini__rms_norm", "--solution", "s" * 300 + ".py"], "cannot be opened: File name too long"),
+        (["tasks", "export", "--output", "no/such/folder/tasks.jsonl"],
+         "--output no/such/folder/tasks.jsonl: the folder no/such/folder does not exist; create it first"),
+        (["tasks", "export", "--output", "tests"], "--output tests is a folder; give a file to write, e.g. --output tests/tasks.jsonl"),
+        (["tasks", "verify", "--task", "cpu-mini__rms_norm", "--device", "99"], "device cuda:99 does not exist here"),
+        (["tasks", "verify", "--task", "cpu-mini__rms_norm", "--device", "gpu0"], "--device 'gpu0' is not a device"),
+        (["tasks", "verify", "--task", "cpu-mini__rms_norm", "--gpus", "-1"], "--gpus -1 is not a number of GPUs"),
+        (["eval", "--dry-run", "--max-turns", "0"], "Invalid value for '--max-turns'"),
     ],
 )
 def test_bad_input_is_exit_2_and_one_clear_line(apex_cli, args, expected):
@@ -132,3 +152,36 @@ def test_a_malformed_user_task_definition_is_exit_2_and_names_the_file(apex_cli,
 def test_an_eval_with_a_missing_claude_cli_says_how_to_get_it(apex_cli, tmp_path):
     done = apex_cli("eval", "--output-dir", str(tmp_path / "o"), env={"PATH": "/usr/bin:/bin"})
     assert "npm install -g @anthropic-ai/claude-code" in _one_line_error(done)
+    assert not (tmp_path / "o").exists()  # a failed eval leaves no prompt.md behind
+
+
+def test_grade_reports_progress_on_stderr_and_keeps_stdout_for_the_verdict(apex_cli, tmp_path):
+    cache = {"APEX_CACHE_DIR": str(tmp_path / "cache")}
+    done = apex_cli("grade", "--task", "cpu-mini__rms_norm", "--solution", CANNED, "--json", "--no-timing", env=cache)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)[0]["outcome"] == "ok"  # nothing but the JSON verdict on stdout
+    progress = done.stderr.splitlines()
+    assert progress[0] == "grading   0%: starting a worker and loading the solution"
+    assert any(line.startswith("grading") and "checking correctness, case 1 of" in line for line in progress)
+    table = apex_cli("grade", "--task", "cpu-mini__rms_norm", "--solution", CANNED, "--no-timing", env=cache)
+    assert "not timed: correctness only" in table.stdout and "grading" not in table.stdout
+
+
+def test_a_device_is_checked_before_a_cached_verdict_is_given(apex_cli, tmp_path):
+    cache = {"APEX_CACHE_DIR": str(tmp_path / "cache")}
+    assert apex_cli("grade", "--task", "cpu-mini__rms_norm", "--solution", CANNED, "--no-timing", env=cache).returncode == 0
+    line = _one_line_error(apex_cli("grade", "--task", "cpu-mini__rms_norm", "--solution", CANNED, "--no-timing",
+                                    "--device", "0", env=cache))
+    assert "is a CPU task" in line
+
+
+def test_eval_dry_run_keeps_an_edited_solution_unless_told_to_overwrite(apex_cli, tmp_path):
+    solution = tmp_path / "output" / "cpu-mini__rms_norm" / "solution.py"
+    solution.parent.mkdir(parents=True)
+    solution.write_text("def rms_norm(x, weight, eps):\n    return x  # my own\n")
+    line = _one_line_error(apex_cli("eval", "--dry-run", "--output-dir", str(tmp_path / "output")))
+    assert "already exists and is not the stored solution" in line and "--overwrite" in line
+    assert "# my own" in solution.read_text() and not (solution.parent / "prompt.md").exists()
+    done = apex_cli("eval", "--dry-run", "--overwrite", "--output-dir", str(tmp_path / "output"))
+    assert done.returncode == 0, done.stderr
+    assert "# my own" not in solution.read_text()

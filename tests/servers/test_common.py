@@ -20,6 +20,12 @@ def _demo_server():
         """A bug."""
         raise RuntimeError("internal detail")
 
+    @server.tool
+    @user_errors_as_tool_errors
+    def wrapped_fault(path: str) -> str:
+        """A fault below a wrapped tool (here: the OS refusing a path)."""
+        raise OSError(36, "File name too long", path)
+
     return server
 
 
@@ -37,3 +43,12 @@ def test_a_user_error_reaches_the_model_as_a_readable_tool_error():
 def test_an_internal_error_is_masked():
     result = asyncio.run(_call("broken", {}))
     assert result.is_error and "internal detail" not in result.content[0].text
+
+
+def test_a_fault_below_a_wrapped_tool_still_tells_the_model_what_failed_and_that_retrying_will_not_help():
+    result = asyncio.run(_call("wrapped_fault", {"path": "x" * 20}))
+    assert result.is_error
+    text = result.content[0].text
+    assert "\n" not in text
+    assert text.startswith("wrapped_fault failed inside Apex (OSError: [Errno 36] File name too long")
+    assert "not of your arguments or solution: retrying will not help" in text

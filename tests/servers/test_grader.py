@@ -8,6 +8,7 @@ from pathlib import Path
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
+from apex_core.grader.result import GradeResult
 from apex_core.mcp_registry import SERVERS
 from servers.grader import mcp
 
@@ -58,6 +59,8 @@ def test_check_correctness_reports_progress_and_a_structured_verdict(monkeypatch
     assert data["outcome"] == "ok" and data["cases_passed"] == data["cases_total"] > 0
     assert data["timings"] == [] and Path(data["result_path"]).is_file()
     assert progress and progress[0][0] == 0.0 and all(total == 100.0 for _, total, _ in progress)
+    done = [value for value, _, _ in progress]
+    assert all(later > earlier for earlier, later in zip(done, done[1:])), done  # MCP: each report larger
 
 
 def test_grade_solution_times_against_the_baseline(monkeypatch):
@@ -83,6 +86,8 @@ def test_mistakes_come_back_as_readable_tool_errors():
     assert missing.is_error and "does not exist" in missing.content[0].text
     bad_gpu = run(_call("hardware_spec", {"gpu": "gfx9500"}))
     assert bad_gpu.is_error and "did you mean 'gfx950'" in bad_gpu.content[0].text
+    too_long = run(_call("check_correctness", {"task_id": "cpu-mini__rms_norm", "solution_path": "s" * 300 + ".py"}))
+    assert too_long.is_error and "(303 characters) cannot be opened: File name too long" in too_long.content[0].text
 
 
 def test_a_bad_argument_is_rejected_before_any_work():
@@ -106,16 +111,21 @@ def test_the_server_answers_over_stdio_as_the_shipped_mcp_json_starts_it(tmp_pat
             cpu = await client.call_tool(
                 "check_correctness", {"task_id": "cpu-mini__rms_norm", "solution_path": CANNED}, raise_on_error=False
             )
+            too_long = await client.call_tool(
+                "check_correctness", {"task_id": "cpu-mini__rms_norm", "solution_path": "s" * 300 + ".py"}, raise_on_error=False
+            )
             triton = await client.call_tool("grade_solution", {"task_id": TRITON_TASK, "solution_path": TRITON_BASELINE},
                                             raise_on_error=False)
-            return tools, cpu, triton
+            return tools, cpu, too_long, triton
 
-    tools, cpu, triton = run(session())
+    tools, cpu, too_long, triton = run(session())
     assert "grade_solution" in tools
+    assert too_long.is_error and "cannot be opened: File name too long" in too_long.content[0].text
     assert not cpu.is_error and cpu.structured_content["outcome"] == "ok"
     data = triton.structured_content
     assert data["outcome"] == "ok" and data["correct"] and data["speedup"] is None
     assert any(flag.startswith("not_timed") for flag in data["flags"])
+    assert json.loads(Path(data["result_path"]).read_text())["provenance"]["timing_method"].startswith("not timed:")
 
 
 def test_the_triton_task_is_graded_in_memory_with_timing_marked_meaningless_on_the_cpu(monkeypatch):
@@ -125,3 +135,50 @@ def test_the_triton_task_is_graded_in_memory_with_timing_marked_meaningless_on_t
         return  # a GPU is present: the Triton task was really timed
     assert data["outcome"] == "ok" and data["cases_passed"] == data["cases_total"]
     assert any(flag.startswith("not_timed") for flag in data["flags"])
+
+
+def test_a_verdict_graded_on_the_command_line_is_the_tools_cached_verdict_and_vice_versa(apex_cli, monkeypatch, tmp_path):
+    monkeypatch.chdir(REPO_ROOT)
+    cache = {"APEX_CACHE_DIR": os.environ["APEX_CACHE_DIR"]}  # the one this test's in-memory server uses
+    first, second = tmp_path / "first.py", tmp_path / "second.py"
+    first.write_text((REPO_ROOT / CANNED).read_text() + "\n# graded first on the command line\n")
+    second.write_text((REPO_ROOT / CANNED).read_text() + "\n# graded first by the tool\n")
+
+    done = apex_cli("grade", "--task", "cpu-mini__rms_norm", "--solution", str(first), "--json", env=cache)
+    assert done.returncode == 0 and not json.loads(done.stdout)[0]["cached"], done.stderr
+    tool = run(_call("grade_solution", {"task_id": "cpu-mini__rms_norm", "solution_path": str(first)})).structured_content
+    assert tool["cached"] and tool["speedup"] == json.loads(done.stdout)[0]["speedup"]
+
+    tool = run(_call("grade_solution", {"task_id": "cpu-mini__rms_norm", "solution_path": str(second)})).structured_content
+    assert not tool["cached"]
+    done = apex_cli("grade", "--task", "cpu-mini__rms_norm", "--solution", str(second), "--json", env=cache)
+    assert json.loads(done.stdout)[0]["cached"] and json.loads(done.stdout)[0]["speedup"] == tool["speedup"]
+
+
+def test_a_measurement_that_is_not_a_number_travels_as_the_null_its_schema_allows(monkeypatch):
+    """JSON has no NaN or infinity: on the wire they become null, so the schema must allow null there."""
+    import jsonschema
+    import pydantic_core
+
+    from servers.grader import summarize
+
+    monkeypatch.chdir(REPO_ROOT)
+    graded = run(_call("grade_solution", {"task_id": "cpu-mini__rms_norm", "solution_path": CANNED})).structured_content
+    result = GradeResult.model_validate_json(Path(graded["result_path"]).read_text())
+    nan, inf = float("nan"), float("inf")
+    broken = result.model_copy(update={
+        "measured_speedup": nan, "speedup_ci95": (nan, inf),
+        "timings": [t.model_copy(update={"speedup": nan, "speedup_ci95": (0.9, inf), "solution_median_ns": inf})
+                    for t in result.timings],
+    })
+    summary = summarize(broken)
+    wire = json.loads(pydantic_core.to_json(summary.model_dump()))
+    schema = run(_tool_schemas())["grade_solution"]
+    jsonschema.Draft202012Validator(schema).validate(wire)
+    assert wire["timings"][0]["speedup"] is None and wire["timings"][0]["speedup_ci95"] == [0.9, None]
+    assert wire["measured_speedup"] is None and wire["timings"][0]["baseline_median_us"] > 0
+
+
+async def _tool_schemas() -> dict:
+    async with Client(mcp) as client:
+        return {tool.name: tool.outputSchema for tool in await client.list_tools()}

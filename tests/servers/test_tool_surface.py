@@ -24,6 +24,7 @@ import pytest
 from fastmcp import Client
 
 from apex_core.mcp_registry import GATEWAY, SERVERS, all_servers
+from apex_core.tasks.catalog import DEFINITIONS_DIR
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CANNED = "apex_core/agents/canned/cpu-mini__rms_norm.py"
@@ -135,9 +136,18 @@ class RawStdio:
                 return reply
 
     def _write(self, message: dict[str, Any]) -> None:
+        self.write_line(json.dumps(message))
+
+    def write_line(self, line: str) -> None:
         assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(message) + "\n")
+        self.process.stdin.write(line + "\n")
         self.process.stdin.flush()
+
+    def unreadable(self, line: str, timeout: float = 60) -> dict[str, Any]:
+        """Send a line that is no JSON-RPC message and return the reply to it (every earlier
+        request has had its reply, so the next one is this line's)."""
+        self.write_line(line)
+        return self._replies.get(timeout=timeout)
 
     def close(self) -> str:
         assert self.process.stdin is not None
@@ -182,6 +192,16 @@ def test_over_stdio_only_protocol_reaches_stdout_and_bad_arguments_are_readable_
         server.notify("notifications/initialized")
         tools = server.request("tools/list")["result"]["tools"]
         assert {t["name"] for t in tools} == {t.name for t in spec.tools}
+        # JSON-RPC 2.0: a line that is not JSON gets a Parse error with id null; JSON that is not
+        # a request gets Invalid Request, with the request's id where it has one.
+        parse = server.unreadable("{not json")
+        assert parse["id"] is None and parse["error"]["code"] == -32700, parse
+        assert "Parse error" in parse["error"]["message"]
+        invalid = server.unreadable('{"jsonrpc": "2.0", "id": 41, "method": 7}')
+        assert invalid["id"] == 41 and invalid["error"]["code"] == -32600, invalid
+        server.write_line("")  # a blank line is no message: no reply, so the next reply is the batch's
+        batch = server.unreadable("[1, 2]")
+        assert batch["id"] is None and batch["error"]["code"] == -32600, batch
         for tool in tools:
             for arguments, culprit in _bad_calls(tool):
                 reply = server.request("tools/call", {"name": tool["name"], "arguments": arguments})
@@ -235,3 +255,86 @@ def test_the_gateway_mounts_every_server_under_its_namespace(listed):
     names = {t.name for t in listed[GATEWAY.name]}
     for server in SERVERS:
         assert {f"{server.namespace}_{t.name}" for t in server.tools} <= names
+
+
+# --- every reply validates against its tool's own output schema -------------------------------
+
+SOLUTIONS = {
+    "wrong_answer": "def rms_norm(x, weight, eps):\n    return x.copy()\n",
+    "compile_error": "def rms_norm(x, weight, eps)\n    return x\n",
+    "runtime_error": "def rms_norm(x, weight, eps):\n    raise ValueError('no')\n",
+    "crash": "import os\ndef rms_norm(x, weight, eps):\n    os._exit(3)\n",
+    "timeout": "import time\ndef rms_norm(x, weight, eps):\n    time.sleep(60)\n",
+    # A grader import no honest solution makes (never executed): tampering, whatever the answer.
+    "tampering": "if False:\n    import apex_core\ndef rms_norm(x, weight, eps):\n    return x.copy()\n",
+}
+
+
+def _grader_calls(tmp_path: Path) -> list[tuple[str, dict[str, Any], str]]:
+    """(tool, arguments, what the reply must show) for every grader tool and every outcome."""
+    paths = {}
+    for name, body in SOLUTIONS.items():
+        paths[name] = tmp_path / f"{name}.py"
+        paths[name].write_text(body)
+    # A task whose tolerance swamps its reference: the grader refuses it as its own (infra) error.
+    loose = (DEFINITIONS_DIR / "cpu-mini__rms_norm.toml").read_text()
+    loose = loose.replace('id = "cpu-mini__rms_norm"', 'id = "cpu-mini__rms_norm_loose"')
+    loose = loose.replace('kernel = "rms_norm"', 'kernel = "rms_norm_loose"').replace("atol = 1e-5", "atol = 1000.0")
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "cpu-mini__rms_norm_loose.toml").write_text(loose)
+    cpu = "cpu-mini__rms_norm"
+    calls = [
+        ("grade_solution", {"task_id": cpu, "solution_path": CANNED}, "ok"),
+        ("grade_solution", {"task_id": cpu, "solution_path": CANNED}, "cached"),
+        ("grade_solution", {"task_id": "cpu-mini__rms_norm_loose", "solution_path": CANNED}, "infra_error"),
+        ("check_correctness", {"task_id": cpu, "solution_path": CANNED}, "ok"),
+        ("benchmark", {"task_id": cpu, "solution_path": CANNED}, "ok"),
+        ("hardware_spec", {}, "arch"),
+        ("hardware_spec", {"gpu": "mi355x"}, "arch"),
+    ]
+    for outcome, path in paths.items():
+        arguments = {"task_id": cpu, "solution_path": str(path)}
+        calls.append(("grade_solution", {**arguments, "timeout_s": 2} if outcome == "timeout" else arguments, outcome))
+    # Last: both verdicts come from the cache by then.
+    calls.append(("compare", {"task_id": cpu, "solution_paths": [str(paths["wrong_answer"]), CANNED]}, "ranking"))
+    return calls
+
+
+def _wire(value: Any) -> Any:
+    """What a reply carries as JSON: NaN and infinity become null, as in every MCP transport."""
+    import pydantic_core
+
+    return json.loads(pydantic_core.to_json(value))
+
+
+@pytest.mark.slow
+def test_every_reply_of_every_tool_validates_against_its_own_output_schema(tmp_path, monkeypatch):
+    import jsonschema
+
+    monkeypatch.chdir(REPO_ROOT)
+    calls = _grader_calls(tmp_path)
+    monkeypatch.setenv("APEX_TASK_DIRS", str(tmp_path / "tasks"))
+    for spec in all_servers():
+        prefix = "" if spec.name != GATEWAY.name else next(s.namespace for s in SERVERS if s.module == "servers.grader") + "_"
+
+        async def session() -> tuple[dict[str, Any], list[tuple[str, str, Any]]]:
+            async with Client(importlib.import_module(spec.module).mcp) as client:
+                schemas = {tool.name: tool.outputSchema for tool in await client.list_tools()}
+                replies = []
+                # The gateway runs each tool once (its replies are the grader's, mounted).
+                chosen = calls if not prefix else list({tool: (tool, a, e) for tool, a, e in calls if e in ("ok", "ranking", "arch")}.values())
+                for tool, arguments, expected in chosen:
+                    reply = await client.call_tool(prefix + tool, arguments, raise_on_error=False)
+                    replies.append((prefix + tool, expected, reply))
+                return schemas, replies
+
+        schemas, replies = asyncio.run(session())
+        assert {name for name, _, _ in replies} == set(schemas), "a tool was left out"
+        for name, expected, reply in replies:
+            assert not reply.is_error, (name, reply.content)
+            data = _wire(reply.structured_content)
+            jsonschema.Draft202012Validator(schemas[name]).validate(data)
+            if expected == "cached":
+                assert data["cached"] and data["outcome"] == "ok", (name, data)
+            else:
+                assert data.get("outcome") == expected or expected in data, (name, expected, data.get("reason"))

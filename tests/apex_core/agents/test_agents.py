@@ -47,6 +47,21 @@ def test_the_dry_run_agent_writes_its_stored_solution(tmp_path):
     assert run.wrote_solution and (tmp_path / "out" / "solution.py").read_text().startswith('"""RMSNorm vectorized')
 
 
+def test_the_dry_run_agent_replaces_only_its_own_solution_unless_told_to_overwrite(tmp_path):
+    from apex_core.errors import ApexUserError
+
+    task = get_task("cpu-mini__rms_norm")
+    solution = tmp_path / "solution.py"
+    DryRunAgent().run(task, "sys", "prompt", tmp_path, solution)
+    DryRunAgent().run(task, "sys", "prompt", tmp_path, solution)  # its own file again: fine
+    solution.write_text("def rms_norm(x, weight, eps):\n    return x  # edited\n")
+    with pytest.raises(ApexUserError, match="already exists and is not the stored solution"):
+        DryRunAgent().run(task, "sys", "prompt", tmp_path, solution)
+    assert "edited" in solution.read_text()
+    DryRunAgent(overwrite=True).run(task, "sys", "prompt", tmp_path, solution)
+    assert solution.read_text().startswith('"""RMSNorm vectorized')
+
+
 def test_the_dry_run_agent_says_which_tasks_it_can_answer(tmp_path):
     task = get_task("llama-3-1-8b-instruct__rms_norm")
     with pytest.raises(AgentUnavailableError, match="tasks with one: cpu-mini__rms_norm"):

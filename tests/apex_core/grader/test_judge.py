@@ -116,6 +116,8 @@ def test_the_solution_never_runs_in_the_judges_process(task, tmp_path):
         (lambda p: p / "absent.py", "does not exist"),
         (lambda p: p, "is not a file"),
         (lambda p: (p / "solution.txt").write_text("x") and p / "solution.txt", "must be a .py file"),
+        (lambda p: p / ("s" * 300 + ".py"), r"\.\.\.s+\.py \(\d+ characters\) cannot be opened: File name too long"),
+        (lambda p: p / "sol\x00ution.py", "cannot be opened: embedded null byte|does not exist"),
     ],
 )
 def test_an_unusable_solution_path_is_a_user_error(task, tmp_path, make, complaint):
@@ -146,6 +148,16 @@ def test_the_triton_baseline_is_graded_correct_in_the_cpu_interpreter_without_ti
     assert result.outcome is Outcome.ok and result.correct
     assert result.speedup is None and any(f.startswith("not_timed") for f in result.flags)
     assert result.score.total == 120
+    assert result.provenance.timing_method == "not timed: Triton ran in the CPU interpreter, whose speed means nothing"
+
+
+def test_a_grading_that_times_nothing_says_so_where_the_timing_method_would_be(task, tmp_path):
+    timed = grade(task, CANNED, FAST)
+    assert timed.timings and timed.provenance.timing_method.startswith("perf_counter_ns per call")
+    checked = grade(task, CANNED, FAST.model_copy(update={"timing": False}))
+    assert checked.provenance.timing_method == "not timed: correctness only"
+    wrong = grade(task, write(tmp_path, "def rms_norm(x, weight, eps):\n    return x.copy()\n"), FAST)
+    assert wrong.provenance.timing_method == "not timed: the grading ended before timing (wrong_answer)"
 
 
 def test_a_kernel_that_assumes_adjacent_rows_fails_at_a_hidden_shape_where_rows_are_strided():

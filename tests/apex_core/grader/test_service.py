@@ -84,3 +84,61 @@ def test_a_failure_in_one_device_thread_reaches_the_caller():
 
     with pytest.raises(RuntimeError, match="boom"):
         run_per_device([(i, Path("x.py")) for i in range(4)], ["cuda:0", "cuda:1"], work)
+
+
+def test_a_device_the_task_cannot_use_is_refused_even_when_a_verdict_is_cached(tmp_path):
+    from apex_core.errors import ApexUserError
+
+    cache = GradeCache(tmp_path)
+    grade_solutions("cpu-mini__rms_norm", [CANNED], FAST, cache=cache)
+    with pytest.raises(ApexUserError, match="is a CPU task"):
+        grade_solutions("cpu-mini__rms_norm", [CANNED], FAST.model_copy(update={"device": "cuda:99"}), cache=cache)
+
+
+def test_options_that_do_not_change_the_measurement_do_not_change_the_cache_key():
+    from apex_core.grader.service import cache_key
+
+    def key(options: GradeOptions) -> str:
+        return cache_key("task", "solution", "environment", options)
+
+    # The CLI grades one file without a warm pool and with its own timeout; the MCP tools keep
+    # workers warm: the same file and measuring options must find the same verdict.
+    assert key(GradeOptions(warm_pool=False, timeout_s=30, device="cpu")) == key(GradeOptions())
+    assert key(GradeOptions(timing=False)) != key(GradeOptions())
+    assert key(GradeOptions(hidden_shapes=False, seeds_per_shape=1)) != key(GradeOptions())
+
+
+def test_progress_never_goes_backwards_and_keeps_coming_while_a_step_runs_long():
+    import threading
+    import time
+
+    from apex_core.grader.service import SteadyProgress
+
+    seen: list[tuple[float, str]] = []
+    lock = threading.Lock()
+
+    def report(fraction, message):
+        with lock:
+            seen.append((fraction, message))
+
+    with SteadyProgress(report, interval_s=0.05) as progress:
+        progress(0.5, "timing shape 1 of 2")
+        progress(0.5, "queued behind another grading")  # a repeat may not show as no progress
+        progress(0.2, "timing shape 1 of 2, hardened")  # a re-measurement starts its shapes over
+        time.sleep(0.4)  # one long step: the heartbeat repeats it
+    fractions = [fraction for fraction, _ in seen]
+    assert fractions[:3] == pytest.approx([0.5, 0.501, 0.502])
+    assert all(later > earlier for earlier, later in zip(fractions, fractions[1:]))
+    assert any("timing shape 1 of 2, hardened (still running" in message for _, message in seen[3:])
+
+
+def test_a_real_grading_reports_every_step_in_order_and_never_goes_backwards(tmp_path):
+    seen: list[tuple[float, str]] = []
+    grade_solutions("cpu-mini__rms_norm", [CANNED], FAST, use_cache=False, cache=GradeCache(tmp_path),
+                    progress=lambda fraction, message: seen.append((fraction, message)))
+    fractions = [fraction for fraction, _ in seen]
+    assert fractions[0] == 0.0 and all(later > earlier for earlier, later in zip(fractions, fractions[1:])), seen
+    steps = [message.split(",")[0].split(" (")[0] for _, message in seen]
+    for step in ("loading the solution", "checking correctness", "timing shape", "checking that Apex's files"):
+        assert any(s.startswith(step) for s in steps), (step, steps)
+    assert any("case 1 of 6, seed 2 of 2" in message for _, message in seen)  # per seed: a case can be long
