@@ -198,8 +198,11 @@ def _encode(value: str | None) -> bytes | None:
     return None if value is None else os.fsencode(value)
 
 
-def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    _check(_LIBC.mount(_encode(source), _encode(target), _encode(fstype), flags, _encode(data)), f"mount {target}")
+def mount(
+    source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None, what: str = ""
+) -> None:
+    shown = target[len(STAGING):] if target.startswith(STAGING + "/") else target
+    _check(_LIBC.mount(_encode(source), _encode(target), _encode(fstype), flags, _encode(data)), what or f"mount {shown}")
 
 
 def unshare(flags: int) -> None:
@@ -337,7 +340,8 @@ def _build(view: View, cwd: str) -> None:
             _take(step, STAGING + step.target, sources)
         proc = STAGING + "/proc"
         os.makedirs(proc, exist_ok=True)
-        mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              what="mounting a /proc of its own (refused where parts of /proc are hidden, as in many containers)")
         for name in READ_ONLY_PROC:
             path = f"{proc}/{name}"
             if os.path.exists(path):

@@ -267,12 +267,16 @@ _AS_UNPRIVILEGED = textwrap.dedent(
     # Run argv[2:] as uid/gid 65534 in a mount namespace of its own where the directories that
     # block other users from the interpreter (e.g. /root) are replaced by a tmpfs holding only the
     # needed child, bound from the original. Nothing outside this process tree changes.
+    # With "mask", /dev/null is bound over those files of /proc, as container runtimes do.
     import json, os, sys
     from apex_core.grader import sandbox as sb
-    blocked = json.loads(sys.argv[1])
-    if blocked:
+    setup = json.loads(sys.argv[1])
+    blocked, mask = setup["blocked"], setup.get("mask", [])
+    if blocked or mask:
         sb.unshare(sb.CLONE_NEWNS)
         sb.mount(None, "/", None, sb.MS_REC | sb.MS_PRIVATE)
+        for path in mask:
+            sb.mount("/dev/null", path, None, sb.MS_BIND)
         for directory, children in blocked.items():
             fds = {child: os.open(os.path.join(directory, child), os.O_PATH) for child in children}
             sb.mount("tmpfs", directory, "tmpfs", 0, "mode=0755")
@@ -357,7 +361,7 @@ def test_an_ordinary_user_as_the_judge_confines_its_solutions_too():
                 os.chown(path, 65534, 65534)
             env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "APEX_CACHE_DIR": str(home / ".cache"),
                    "PYTHONPATH": str(REPO_ROOT), "APEX_RED_TEAM_SECRET": token}
-            runner = [sys.executable, "-c", _AS_UNPRIVILEGED, json.dumps(_blocked_directories())]
+            runner = [sys.executable, "-c", _AS_UNPRIVILEGED, json.dumps({"blocked": _blocked_directories()})]
             preflight = subprocess.run([*runner, sys.executable, "-c", "import numpy, apex_core.grader.judge"],
                                        env=env, cwd=work, capture_output=True, text=True, timeout=120)
             if preflight.returncode != 0:
@@ -397,3 +401,35 @@ def test_the_view_holds_apex_core_but_not_the_rest_of_the_repository(tmp_path, m
     steps = sandbox.plan(view)
     targets = [s.target for s in steps]
     assert targets.index("/tmp") < targets.index(os.path.realpath(tmp_path))  # the private /tmp first
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to build an unprivileged judge's world where confinement fails")
+def test_where_no_solution_can_be_confined_grading_is_refused_in_one_line_unless_unconfined():
+    # An ordinary user under a /proc that is partly hidden (as in a Docker container) cannot
+    # mount a /proc of its own for a worker, so no worker can be confined there.
+    mask = [p for p in ("/proc/kcore", "/proc/timer_list", "/proc/keys") if os.path.exists(p)][:1]
+    if not mask:
+        pytest.skip("none of /proc/kcore, /proc/timer_list, /proc/keys exists here to hide")
+    work = Path(tempfile.mkdtemp(prefix="apex-unconfinable-"))
+    try:
+        solution = work / "solution.py"
+        solution.write_bytes(CANNED.read_bytes())
+        for path in (work, solution):
+            os.chown(path, 65534, 65534)
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "PYTHONPATH": str(REPO_ROOT)}
+        runner = [sys.executable, "-c", _AS_UNPRIVILEGED, json.dumps({"blocked": _blocked_directories(), "mask": mask})]
+        command = [*runner, sys.executable, "-m", "apex_core.cli.main", "grade", "--task", "cpu-mini__rms_norm",
+                   "--solution", str(solution), "--no-timing", "--json"]
+        refused = subprocess.run(command, env=env, cwd=work, capture_output=True, text=True, timeout=300)
+        assert refused.returncode == 2, refused.stderr[-2000:]
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("apex: error: refusing to grade: solutions cannot be confined")
+        assert "/proc of its own" in lines[0] and "--unconfined" in lines[0] and refused.stdout == ""
+        unconfined = subprocess.run([*command, "--unconfined"], env=env, cwd=work, capture_output=True, text=True,
+                                    timeout=300)
+        assert unconfined.returncode == 0, unconfined.stderr[-2000:]
+        result = json.loads(unconfined.stdout)[0]
+        assert result["outcome"] == "ok" and result["provenance"]["unconfined"] is True
+        assert any(flag.startswith("unconfined:") for flag in result["flags"])
+    finally:
+        subprocess.run(["rm", "-rf", str(work)], check=False)
