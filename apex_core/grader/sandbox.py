@@ -140,9 +140,11 @@ def worker_view(scratch: str, package_parent: Path, writable: list[str] = (), tm
     """The view of a worker started by this interpreter: what it needs to run, nothing of the user's.
 
     Directories on ``sys.path`` are kept read-only, except that Apex's package parent (usually the
-    repository) contributes only its ``apex_core`` directory.
+    repository) contributes only its ``apex_core`` directory, and that none is kept that would
+    show too much (``_too_wide``: a home directory, /tmp, the root).
     """
     parent = os.path.realpath(package_parent)
+    wide = _wide_places(scratch)
     read_only = [d for d in SYSTEM_DIRS if os.path.lexists(d)]
     candidates = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, *sys.path]
     for name in ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "ROCM_PATH"):
@@ -153,7 +155,7 @@ def worker_view(scratch: str, package_parent: Path, writable: list[str] = (), tm
         real = os.path.realpath(path)
         if real == parent:
             path = os.path.join(package_parent, "apex_core")
-        if _is_within(real, os.path.realpath(scratch)) or real == os.path.realpath(scratch):
+        elif _too_wide(real, wide):
             continue
         if os.path.isfile(path):  # a zip on sys.path
             path = os.path.dirname(path)
@@ -166,6 +168,22 @@ def worker_view(scratch: str, package_parent: Path, writable: list[str] = (), tm
         writable=_unique([scratch, *writable]),
         devices=_unique(devices),
         tmp_bytes=tmp_bytes,
+    )
+
+
+def _wide_places(scratch: str) -> list[str]:
+    places = [os.path.realpath(scratch), "/tmp", "/var/tmp", "/proc", "/sys", "/dev", "/run"]
+    for home in {os.path.expanduser("~"), os.environ.get("HOME", "")}:
+        if home and os.path.isabs(home):
+            places.append(os.path.realpath(home))
+    return places
+
+
+def _too_wide(real: str, places: list[str]) -> bool:
+    """Whether binding ``real`` would show one of ``places`` (a home, /tmp, the scratch directory,
+    the kernel's file systems), or something inside the scratch directory or those file systems."""
+    return any(real == place or _is_within(real, place) for place in places) or any(
+        _is_within(place, real) for place in places[:1] + ["/proc", "/sys", "/dev"]
     )
 
 

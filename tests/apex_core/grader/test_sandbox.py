@@ -226,19 +226,21 @@ def test_nothing_of_a_grading_outlives_a_judge_killed_with_sigkill(tmp_path):
         )
     )
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    judge = subprocess.Popen(
-        [sys.executable, "-m", "apex_core.cli.main", "grade", "--task", "cpu-mini__rms_norm", "--solution", str(solution),
-         "--no-cache", "--json"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+    log = tmp_path / "judge.log"
+    with open(log, "wb") as output:
+        judge = subprocess.Popen(
+            [sys.executable, "-m", "apex_core.cli.main", "grade", "--task", "cpu-mini__rms_norm", "--solution",
+             str(solution), "--no-cache", "--json"],
+            env=env, stdout=output, stderr=subprocess.STDOUT,
+        )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         sleeper = None
         while sleeper is None and time.monotonic() < deadline and judge.poll() is None:
             below, _ = descendants(judge.pid)
             sleeper = next((p for p in below if _cmdline(p) == ["sleep", marker]), None)
             time.sleep(0.05)
-        assert sleeper is not None, "the solution never started its marker process"
+        assert sleeper is not None, f"the solution never started its marker process: {log.read_text()[-2000:]}"
         below, _ = descendants(judge.pid)
         reaper = min(below)  # started first
         scratch = os.readlink(f"/proc/{reaper}/cwd")
@@ -433,3 +435,11 @@ def test_where_no_solution_can_be_confined_grading_is_refused_in_one_line_unless
         assert any(flag.startswith("unconfined:") for flag in result["flags"])
     finally:
         subprocess.run(["rm", "-rf", str(work)], check=False)
+
+
+def test_a_path_entry_that_would_show_the_home_or_tmp_is_left_out(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "path", [str(REPO_ROOT), "/", "/tmp", str(Path.home()), str(tmp_path / "inside"), *sys.path])
+    (tmp_path / "inside").mkdir()
+    view = sandbox.worker_view(str(tmp_path), REPO_ROOT)
+    for wide in ("/", "/tmp", str(Path.home()), str(tmp_path / "inside")):
+        assert wide not in view.read_only
