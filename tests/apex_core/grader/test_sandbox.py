@@ -32,6 +32,8 @@ from apex_core.grader.result import Outcome
 from apex_core.tasks import get_task
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
+PYTHONPATH = os.pathsep.join([str(REPO_ROOT), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
+"""For judges the tests start: the repository, and whatever else this run's Python was given."""
 CANNED = REPO_ROOT / "apex_core" / "agents" / "canned" / "cpu-mini__rms_norm.py"
 CHECK_ONLY = GradeOptions(timing=False, timeout_s=30)
 PREAMBLE = textwrap.dedent(
@@ -139,21 +141,22 @@ def test_the_grade_cache_is_out_of_the_solutions_reach(task, tmp_path):
     targets = [default_cache_dir() / "grades" / "ff" / name, Path.home() / ".cache" / "apex" / "grades" / "ff" / name]
     body = f"""
     denials = []
-    for target in {[str(t) for t in targets]!r}:
+    for label, target in zip(['configured', 'home'], {[str(t) for t in targets]!r}):
         try:
             os.makedirs(os.path.dirname(target), exist_ok=True)
             open(target, 'w').write('{{"outcome": "ok"}}')
-            denials.append(_DONE + ' ' + target)
+            denials.append(label + ' ' + _DONE)
         except OSError as error:
-            denials.append(type(error).__name__ + ': ' + str(error))
+            denials.append(label + ' errno ' + str(error.errno))
     raise RuntimeError(' | '.join(denials))
     """
     try:
         result = graded(task, tmp_path, body)
         assert result.outcome is Outcome.runtime_error
-        # The home one is refused; the configured one (under /tmp here) lands, if anywhere, in
-        # the solution's private /tmp: neither reaches the judge's cache.
-        assert f"Read-only file system: '{Path.home() / '.cache'}'" in result.reason, result.reason
+        # The home one is refused (the home is not in the view, whose root is read-only); the
+        # configured one (under /tmp in the tests) lands, if anywhere, in the solution's private
+        # /tmp: neither reaches the judge's cache.
+        assert "home errno 30" in result.reason, result.reason
         assert not any(t.exists() for t in targets)
     finally:
         for target in targets:
@@ -225,7 +228,7 @@ def test_nothing_of_a_grading_outlives_a_judge_killed_with_sigkill(tmp_path):
             """
         )
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "PYTHONPATH": PYTHONPATH}
     log = tmp_path / "judge.log"
     with open(log, "wb") as output:
         judge = subprocess.Popen(
@@ -362,7 +365,7 @@ def test_an_ordinary_user_as_the_judge_confines_its_solutions_too():
             for path in [work, home, home / "secret", honest, hostile]:
                 os.chown(path, 65534, 65534)
             env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "APEX_CACHE_DIR": str(home / ".cache"),
-                   "PYTHONPATH": str(REPO_ROOT), "APEX_RED_TEAM_SECRET": token}
+                   "PYTHONPATH": PYTHONPATH, "APEX_RED_TEAM_SECRET": token}
             runner = [sys.executable, "-c", _AS_UNPRIVILEGED, json.dumps({"blocked": _blocked_directories()})]
             preflight = subprocess.run([*runner, sys.executable, "-c", "import numpy, apex_core.grader.judge"],
                                        env=env, cwd=work, capture_output=True, text=True, timeout=120)
@@ -418,7 +421,7 @@ def test_where_no_solution_can_be_confined_grading_is_refused_in_one_line_unless
         solution.write_bytes(CANNED.read_bytes())
         for path in (work, solution):
             os.chown(path, 65534, 65534)
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "PYTHONPATH": str(REPO_ROOT)}
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "PYTHONPATH": PYTHONPATH}
         runner = [sys.executable, "-c", _AS_UNPRIVILEGED, json.dumps({"blocked": _blocked_directories(), "mask": mask})]
         command = [*runner, sys.executable, "-m", "apex_core.cli.main", "grade", "--task", "cpu-mini__rms_norm",
                    "--solution", str(solution), "--no-timing", "--json"]
