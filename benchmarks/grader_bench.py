@@ -119,6 +119,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--no-pool", action="store_true",
                         help="fresh worker processes for baseline and solution in every grading (GradeOptions.warm_pool off)")
+    parser.add_argument("--unconfined", action="store_true",
+                        help="run the solutions without the sandbox (GradeOptions.unconfined), to see what confinement costs")
     parser.add_argument("--self-only", action="store_true", help="only (d): the baseline graded against itself")
     parser.add_argument("--profile", type=Path, default=None,
                         help="only profile one warm grading with cProfile and write the top functions here")
@@ -129,7 +131,7 @@ def main() -> None:
         spec.loader.exec_module(solutions)
         args.solution = solutions.write_solution("honest_faster", Path(tempfile.mkdtemp()))
     task = get_task(TASK).model_copy(update={"benchmark_shapes": SHAPES})
-    options = GradeOptions(warm_pool=not args.no_pool)
+    options = GradeOptions(warm_pool=not args.no_pool, unconfined=args.unconfined)
     report: dict = {"options": options.model_dump()}
 
     grade(task, args.solution, options)  # warms the pool and the compile cache
@@ -142,7 +144,7 @@ def main() -> None:
         result = grade(task, args.solution, options)
         latencies.append(time.monotonic() - started)
         runs.append(result)
-        print(f"(a) grading {len(runs)}: {latencies[-1]:.2f} s", flush=True)
+        print(f"(a) grading {len(runs)}: {latencies[-1]:.2f} s, phases {json.dumps(result.phases_s)}", flush=True)
     if args.self_only:
         report["baseline_vs_itself"] = baseline_vs_itself(task, options, args.self_repeats)
         if args.out:

@@ -1,0 +1,33 @@
+"""A task graded again on a machine that has graded it before (runs on a GPU).
+
+As root, every GPU grading after the first one of a task once ended in infra_error: the judge
+copied the baseline's compile cache into the candidate's scratch as root, and Triton, running as
+the sandbox user, could not write into the copy (issue 13). The second grading is the one that
+matters, so each test here grades more than once.
+"""
+
+import json
+
+import pytest
+
+from apex_core.grader.judge import GradeOptions, grade
+from apex_core.tasks import get_task
+
+pytestmark = pytest.mark.gpu
+TASK = "llama-3-1-8b-instruct__rms_norm"
+
+
+def test_two_one_shot_gradings_of_a_task_in_a_row_are_both_ok(apex_cli):
+    task = get_task(TASK)
+    for attempt in (1, 2):
+        done = apex_cli("grade", "--task", TASK, "--solution", str(task.baseline_path), "--json", "--no-cache", timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        result = json.loads(done.stdout)
+        result = result[0] if isinstance(result, list) else result
+        assert result["outcome"] == "ok", (attempt, result["reason"])
+
+
+def test_five_pool_gradings_in_a_row_are_all_ok():
+    task = get_task(TASK)
+    outcomes = [grade(task, task.baseline_path, GradeOptions(time_budget_s=0.3)) for _ in range(5)]
+    assert [(r.outcome.value, r.reason) for r in outcomes] == [("ok", "")] * 5
