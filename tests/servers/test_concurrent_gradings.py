@@ -18,6 +18,7 @@ _spec.loader.exec_module(load)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_honest_wrong_and_tampering_solutions_graded_at_once_get_their_sequential_verdicts(tmp_path):
     task = get_task("cpu-mini__rms_norm")
     (tmp_path / "alone").mkdir()
