@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 
 import apex_core
 from apex_core.errors import ApexUserError, SolutionFileError
-from apex_core.grader import digest, fingerprint, integrity, native, prescan, slots, stats, trace_checks, wall_clock
+from apex_core.grader import digest, fingerprint, integrity, native, prescan, protocol, slots, stats, trace_checks, wall_clock
 from apex_core.kernels import seeded
 from apex_core.grader.fingerprint import Clocks
 from apex_core.grader.compare import Comparison, as_float64, as_output_list, compare_all, dtype_name
@@ -469,8 +469,7 @@ class _Run:
         as row-strided views (same values, so the reference is computed on contiguous ones)."""
         library = self.task.array_library
         digest_key = secrets.randbits(62)
-        request = {"op": "call", "shape": shape, "seed": seed, "strided": list(strided), "digest_key": digest_key}
-        pending = worker.submit(request)  # the worker calls while the judge computes the reference
+        pending = worker.submit(protocol.Call(shape=shape, seed=seed, strided=tuple(strided), digest_key=digest_key))  # the worker calls while the judge computes the reference
         args = self.inputs(shape, seed)
         # Before the reference runs: the inputs as drawn, whatever the reference does with them.
         digests = digest.input_digests(args, digest_key, skip=self.task.output_args)
@@ -516,12 +515,12 @@ class _Run:
         launch_ns: dict[str, int] = {}
         for name, worker in workers.items():
             if kept is not None:
-                request: dict[str, Any] = {"op": "select", "name": kept}
+                request: protocol.Request = protocol.Select(name=kept)
             else:
-                request = {"op": "stage", "shape": shape, "seeds": seeds, "buffers": buffers}
+                request = protocol.Stage(shape=shape, seeds=tuple(seeds), buffers=buffers)
             reply, _ = worker.request(request)
             self._require_ok(reply, name)
-            reply, _ = worker.request({"op": "warmup", "min_calls": 10, "min_seconds": 0.025})
+            reply, _ = worker.request(protocol.Warmup(min_calls=10, min_seconds=0.025))
             self._require_ok(reply, name)
             launch_ns[name] = int(reply.get("launch_ns", 0))
         return launch_ns
@@ -546,8 +545,7 @@ class _Run:
                 order.reverse()
             for name, worker in order:
                 request_key = secrets.randbits(62)
-                request = {"op": "time", "reps": reps, "flush_bytes": flush, "cover_ns": cover_ns, "request_key": request_key}
-                reply, _ = worker.request(request)
+                reply, _ = worker.request(protocol.Time(reps=reps, request_key=request_key, flush_bytes=flush, cover_ns=cover_ns))
                 self._require_ok(reply, name)
                 if name == "solution" and rotation is not None:
                     rotation.timed_request(reps, request_key)
@@ -602,7 +600,7 @@ class _Run:
                 if timed is None:
                     continue
                 for name, worker in workers.items():
-                    reply, _ = worker.request({"op": "keep", "name": self.kept_stage(index)})
+                    reply, _ = worker.request(protocol.Keep(name=self.kept_stage(index)))
                     self._require_ok(reply, name)
                 samples, _ = timed
                 factor = stats.median(samples["solution"]) / max(stats.median(samples["baseline"]), 1e-9)
@@ -704,7 +702,7 @@ class _Run:
         per_call = len(references[held[0]])
         # The outputs of ``checked`` calls, each the size of the reference's outputs at this shape.
         limit = checked * (_payload_limit(references[held[0]]) - PAYLOAD_SLACK_BYTES) + PAYLOAD_SLACK_BYTES
-        reply, payload = candidate.request({"op": "timed_outputs", "slots": picked}, max_payload=limit)
+        reply, payload = candidate.request(protocol.TimedOutputs(slots=tuple(picked)), max_payload=limit)
         if reply.get("output_type") != "exact":
             raise _Failed(Outcome.wrong_answer, f"a timed call at shape {shape} returned {reply.get('output_type')}")
         try:
@@ -735,7 +733,7 @@ class _Run:
         """
         reason = ""
         for _ in range(WALL_CHECK_ATTEMPTS):
-            request = {"op": "wall_check", "calls": WALL_CHECK_CALLS, "cover_ns": cover_ns, "request_key": secrets.randbits(62)}
+            request = protocol.WallCheck(request_key=secrets.randbits(62), calls=WALL_CHECK_CALLS, cover_ns=cover_ns)
             control, _ = baseline.request(request)
             self._require_ok(control, "baseline")
             reply, _ = candidate.request(request)
@@ -758,10 +756,10 @@ class _Run:
         """
         key = (self.task.id, self.task.content_hash(), self.device)
         if key not in _BASELINE_TRACES:
-            reply, _ = baseline.request({"op": "profile", "request_key": secrets.randbits(62)})
+            reply, _ = baseline.request(protocol.Profile(request_key=secrets.randbits(62)))
             self._require_ok(reply, "baseline")
             _BASELINE_TRACES[key] = reply
-        reply, _ = candidate.request({"op": "profile", "request_key": secrets.randbits(62)})
+        reply, _ = candidate.request(protocol.Profile(request_key=secrets.randbits(62)))
         self._require_ok(reply, "solution")
         if not self.task.allow_side_streams:
             reason = trace_checks.side_stream_reason(_BASELINE_TRACES[key], reply)

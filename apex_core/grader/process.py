@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from apex_core.grader import sandbox, wire
+from apex_core.grader import protocol, sandbox, wire
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 PASSED_THROUGH_ENV = (
@@ -313,7 +313,7 @@ class WorkerProcess:
             )
         os.close(to_worker_r)
         os.close(from_worker_w)
-        self.request({"op": "init", "library": spec.library, "device": spec.device, "cpu": spec.cpu})
+        self.request(protocol.Init(library=spec.library, device=spec.device, cpu=spec.cpu))
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -342,14 +342,13 @@ class WorkerProcess:
             if compile_cache is not None:
                 _chown_tree(compile_cache, self.identity)
         reply, _ = self.request(
-            {
-                "op": "load",
-                "solution_path": str(copy),
-                "entry_point": entry_point,
-                "output_args": list(output_args),
-                "compile_cache": str(compile_cache) if compile_cache else None,
-                "inputs": inputs or {},
-            }
+            protocol.Load(
+                solution_path=str(copy),
+                entry_point=entry_point,
+                output_args=tuple(output_args),
+                compile_cache=str(compile_cache) if compile_cache else None,
+                inputs=inputs or {},
+            )
         )
         return reply
 
@@ -369,17 +368,17 @@ class WorkerProcess:
         return text[-limit:].strip()
 
     def request(
-        self, header: dict[str, Any], payload: bytes = b"", timeout_s: float | None = None, max_payload: int = wire.MAX_PAYLOAD_BYTES
+        self, message: protocol.Request, timeout_s: float | None = None, max_payload: int = wire.MAX_PAYLOAD_BYTES
     ) -> tuple[dict[str, Any], memoryview | bytes]:
-        return self.collect(self.submit(header, payload, timeout_s), max_payload)
+        return self.collect(self.submit(message, timeout_s), max_payload)
 
-    def submit(self, header: dict[str, Any], payload: bytes = b"", timeout_s: float | None = None) -> PendingRequest:
+    def submit(self, message: protocol.Request, timeout_s: float | None = None) -> PendingRequest:
         """Send a request without waiting: the judge can work (compute the reference) meanwhile.
         One request at a time; ``collect`` its reply before submitting the next."""
         timeout = self.timeout_s if timeout_s is None else timeout_s
-        pending = PendingRequest(str(header.get("op")), secrets.token_hex(16), time.monotonic() + timeout, timeout)
+        pending = PendingRequest(message.op, secrets.token_hex(16), time.monotonic() + timeout, timeout)
         with self._failures(pending):
-            wire.send(self._to_worker, {**header, "nonce": pending.nonce}, payload)
+            wire.send(self._to_worker, {**message.header(), "nonce": pending.nonce})
         return pending
 
     def collect(

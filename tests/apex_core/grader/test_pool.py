@@ -110,6 +110,7 @@ def test_a_pool_found_empty_keeps_one_more_worker_ready_from_then_on(monkeypatch
 
 
 def test_closing_a_worker_twice_leaves_the_channel_of_a_worker_started_in_between_alone():
+    from apex_core.grader import protocol
     from apex_core.grader.process import WorkerProcess
 
     first = WorkerProcess(SPEC, timeout_s=60)
@@ -117,7 +118,7 @@ def test_closing_a_worker_twice_leaves_the_channel_of_a_worker_started_in_betwee
     second = WorkerProcess(SPEC, timeout_s=60)  # may reuse the descriptor numbers the first had
     try:
         first.close()
-        reply, _ = second.request({"op": "keep", "name": "still-mine"})
+        reply, _ = second.request(protocol.Keep(name="still-mine"))
         assert reply.get("ok")
     finally:
         second.close()
