@@ -9,15 +9,12 @@ stable or the budget is spent; the speedup counts only when its bootstrap interv
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import hashlib
 import secrets
 import shutil
 import tempfile
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal
 
@@ -34,6 +31,7 @@ from apex_core.grader.cache import default_cache_dir
 from apex_core.grader.payload import decode_values
 from apex_core.grader.pool import POOL
 from apex_core.grader.rotation import CallRotation
+from apex_core.grader.state import STATE
 from apex_core.grader.process import (
     TIMING_CORES, WorkerFailure, WorkerProcess, WorkerSpec, confinement_problem, sandbox_identity,
 )
@@ -65,61 +63,6 @@ SMALL_CALL_BYTES = 32 * 1024**2
 """Calls that move up to this many bytes (roofline: reads and writes) get SMALL_CALL_BUFFERS buffers:
 more allocations averaged over, so where the memory happens to sit moves a small kernel's median
 less from one grading to the next."""
-_BASELINE_TRACES: dict[tuple[str, str, str], dict[str, Any]] = {}
-_BASELINE_MEDIANS: dict[tuple[str, str, str, tuple[tuple[str, int], ...]], float] = {}
-"""The baseline's last median per task, device and timed shape: which shapes ``calibrate`` skips."""
-BASELINE_WORKERS_KEPT = 4
-"""The most recently used idle baseline workers stay; each holds a device context and staged inputs."""
-
-
-class BaselineWorkers:
-    """Idle baseline workers kept between gradings (pool mode), by task, task content and spec.
-
-    A grading checks one out for its whole length (its calibration and its timing must see the
-    same process) and gives it back at its end; while it is out, no other grading can reach it.
-    Two gradings that once shared one baseline worker interleaved their requests on its pipe: one
-    read the other's reply ("did not carry the judge's nonce: it was forged") and a worker closed
-    by one died under the other (issue 13).
-    """
-
-    def __init__(self) -> None:
-        self._idle: dict[tuple[str, str, WorkerSpec], list[WorkerProcess]] = {}
-        self._lock = threading.Lock()
-
-    def check_out(self, key: tuple[str, str, WorkerSpec]) -> WorkerProcess | None:
-        with self._lock:
-            idle = self._idle.get(key, [])
-            while idle:
-                worker = idle.pop()
-                if worker.alive():
-                    return worker
-                worker.close()
-        return None
-
-    def give_back(self, key: tuple[str, str, WorkerSpec], worker: WorkerProcess) -> None:
-        surplus: list[WorkerProcess] = []
-        with self._lock:
-            idle = self._idle.pop(key, [])
-            idle.append(worker)
-            self._idle[key] = idle  # the most recently used key last
-            while sum(len(v) for v in self._idle.values()) > BASELINE_WORKERS_KEPT:
-                oldest = next(iter(self._idle))
-                surplus.append(self._idle[oldest].pop(0))
-                if not self._idle[oldest]:
-                    del self._idle[oldest]
-        for extra in surplus:
-            extra.close()
-
-    def close_all(self) -> None:
-        with self._lock:
-            workers = [w for idle in self._idle.values() for w in idle]
-            self._idle.clear()
-        for worker in workers:
-            worker.close()
-
-
-BASELINE_WORKERS = BaselineWorkers()
-atexit.register(BASELINE_WORKERS.close_all)
 SIGNAL_FACTOR = 10.0
 REPRODUCE_FRACTION = 0.8
 MIN_ROUNDS = 6
@@ -272,7 +215,7 @@ class _Run:
         if worker is None:
             return
         if self.options.warm_pool and self._baseline_healthy and worker.alive():
-            BASELINE_WORKERS.give_back(self._baseline_key(), worker)
+            STATE.baseline_workers.give_back(self._baseline_key(), worker)
         else:
             worker.close()
 
@@ -351,7 +294,7 @@ class _Run:
         if self._baseline is None or not self._baseline.alive():
             if self._baseline is not None:
                 self._baseline.close()
-            worker = BASELINE_WORKERS.check_out(self._baseline_key()) if self.options.warm_pool else None
+            worker = STATE.baseline_workers.check_out(self._baseline_key()) if self.options.warm_pool else None
             self._baseline = worker or self.worker(self.task.baseline_path, trusted=True)
         try:
             yield self._baseline
@@ -591,7 +534,7 @@ class _Run:
         with self.baseline_worker() as baseline:
             workers = {"baseline": baseline, "solution": candidate}
             for index, shape in enumerate(self.task.timed_shapes):
-                known = _BASELINE_MEDIANS.get(self.baseline_median_key(shape))
+                known = STATE.baseline_medians.get(self.baseline_median_key(shape))
                 if known is not None and known >= shorter_than_ns:
                     continue
                 seeds, buffers, flush = self.timing_plan(shape, index)
@@ -651,7 +594,7 @@ class _Run:
         if threads.get("solution", 0) > threads.get("baseline", 0):
             self.flags.append(f"spawned_threads: {threads['solution'] - threads['baseline']} extra Python threads")
         b_med, s_med = stats.median(samples["baseline"]), stats.median(samples["solution"])
-        _BASELINE_MEDIANS[self.baseline_median_key(shape)] = b_med
+        STATE.baseline_medians[self.baseline_median_key(shape)] = b_med
         draws = stats.bootstrap_speedup_draws(samples["baseline"], samples["solution"], self.options.bootstrap_draws, seed=index)
         # The candidate's own shift, if it was measured in this very worker (not in the fresh one
         # of a hardened re-measurement); otherwise the interval takes the spread between processes.
@@ -755,14 +698,14 @@ class _Run:
         in this process and then reused.
         """
         key = (self.task.id, self.task.content_hash(), self.device)
-        if key not in _BASELINE_TRACES:
+        if key not in STATE.baseline_traces:
             reply, _ = baseline.request(protocol.Profile(request_key=secrets.randbits(62)))
             self._require_ok(reply, "baseline")
-            _BASELINE_TRACES[key] = reply
+            STATE.baseline_traces[key] = reply
         reply, _ = candidate.request(protocol.Profile(request_key=secrets.randbits(62)))
         self._require_ok(reply, "solution")
         if not self.task.allow_side_streams:
-            reason = trace_checks.side_stream_reason(_BASELINE_TRACES[key], reply)
+            reason = trace_checks.side_stream_reason(STATE.baseline_traces[key], reply)
             if reason:
                 raise _Failed(Outcome.tampering, reason)
         if self.task.language in ("triton", "hip"):
@@ -971,10 +914,6 @@ def _require_confinement(options: GradeOptions) -> None:
         )
 
 
-_BACKGROUND = ThreadPoolExecutor(max_workers=2, thread_name_prefix="apex-judge")
-"""Reads the judge needs but need not wait for at once (the clocks before and after a grading)."""
-_DIRTY_ENVIRONMENT: list[str] = []
-"""Set once a solution changed an installed library; nothing graded here after that can be trusted."""
 
 
 def grade(task: Task, solution: Path, options: GradeOptions | None = None, progress: Progress | None = None) -> GradeResult:
@@ -999,14 +938,14 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
     with run.phase("integrity"):
         snapshot = integrity.take_snapshot()
     # The clocks are read by a vendor tool (tens of milliseconds): alongside the work, not before it.
-    clocks_before = _BACKGROUND.submit(fingerprint.read_clocks, run.device != "cpu")
+    clocks_before = STATE.background.submit(fingerprint.read_clocks, run.device != "cpu")
     slot = contextlib.ExitStack()
     """The device's slot, held from before the first worker starts until the last one is done."""
     try:
-        if _DIRTY_ENVIRONMENT:
+        if STATE.dirty_environment:
             raise _Failed(
                 Outcome.infra_error,
-                f"an earlier solution changed installed libraries ({_DIRTY_ENVIRONMENT[0]}); reinstall them "
+                f"an earlier solution changed installed libraries ({STATE.dirty_environment[0]}); reinstall them "
                 "(bash setup.sh) and start a new grading process",
             )
         with run.phase("queue"):
@@ -1048,14 +987,14 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
 
     if hard and outcome in (Outcome.ok, Outcome.wrong_answer, Outcome.runtime_error):
         outcome, reason = Outcome.tampering, f"line {hard[0].line}: {hard[0].detail}"
-    clocks_after = _BACKGROUND.submit(fingerprint.read_clocks, run.device != "cpu")
+    clocks_after = STATE.background.submit(fingerprint.read_clocks, run.device != "cpu")
     run.progress(0.97, "checking that Apex's files and the libraries are as they were")
     with run.phase("integrity"):
         changes = integrity.compare(snapshot)
     if changes:
         integrity.restore(snapshot, changes)
         if changes.library_files:
-            _DIRTY_ENVIRONMENT.append(str(changes.library_files[0]))
+            STATE.dirty_environment.append(str(changes.library_files[0]))
         outcome, reason = Outcome.tampering, changes.describe()
         run.flags.append(f"tampering: {changes.describe()}")
 

@@ -249,10 +249,11 @@ def test_a_worker_that_was_not_calibrated_gets_no_correction(task):
 
 def test_a_shape_known_to_be_long_from_an_earlier_grading_is_not_even_staged(task, monkeypatch):
     from apex_core.grader import judge
+    from apex_core.grader.state import STATE
 
     run = judge._Run(task, CANNED, GradeOptions(warm_pool=False, time_budget_s=0.1, timeout_s=30))
     for shape in task.timed_shapes:
-        monkeypatch.setitem(judge._BASELINE_MEDIANS, run.baseline_median_key(shape), 2e12)
+        monkeypatch.setitem(STATE.baseline_medians, run.baseline_median_key(shape), 2e12)
     with run.start_worker() as candidate:
         run.calibrate(candidate, shorter_than_ns=1e12)  # would calibrate every shape if it probed
     run.close()

@@ -125,7 +125,7 @@ def test_closing_a_worker_twice_leaves_the_channel_of_a_worker_started_in_betwee
 
 
 def test_a_baseline_worker_checked_out_by_one_grading_is_out_of_reach_of_another():
-    from apex_core.grader.judge import BaselineWorkers
+    from apex_core.grader.state import BaselineWorkers
 
     class Idle:
         def __init__(self) -> None:

@@ -1,0 +1,89 @@
+"""What the gradings of one process share, held in one object with an explicit lifetime.
+
+Several things outlive a single grading on purpose: the baseline's workers (no process start,
+import or compile per grading), the baseline's profiler trace and medians per task and device,
+the reader of the clocks, and the verdict that an earlier solution changed installed libraries.
+They used to be module globals scattered through the judge; here they are one ``GraderState``,
+created with the process and closed at its exit (``STATE``), and safe to use from the threads of
+concurrent gradings.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from apex_core.grader.process import WorkerProcess, WorkerSpec
+
+BASELINE_WORKERS_KEPT = 4
+"""The most recently used idle baseline workers stay; each holds a device context and staged inputs."""
+
+
+class BaselineWorkers:
+    """Idle baseline workers kept between gradings (pool mode), by task, task content and spec.
+
+    A grading checks one out for its whole length (its calibration and its timing must see the
+    same process) and gives it back at its end; while it is out, no other grading can reach it.
+    Two gradings that once shared one baseline worker interleaved their requests on its pipe: one
+    read the other's reply ("did not carry the judge's nonce: it was forged") and a worker closed
+    by one died under the other (issue 13).
+    """
+
+    def __init__(self) -> None:
+        self._idle: dict[tuple[str, str, WorkerSpec], list[WorkerProcess]] = {}
+        self._lock = threading.Lock()
+
+    def check_out(self, key: tuple[str, str, WorkerSpec]) -> WorkerProcess | None:
+        with self._lock:
+            idle = self._idle.get(key, [])
+            while idle:
+                worker = idle.pop()
+                if worker.alive():
+                    return worker
+                worker.close()
+        return None
+
+    def give_back(self, key: tuple[str, str, WorkerSpec], worker: WorkerProcess) -> None:
+        surplus: list[WorkerProcess] = []
+        with self._lock:
+            idle = self._idle.pop(key, [])
+            idle.append(worker)
+            self._idle[key] = idle  # the most recently used key last
+            while sum(len(v) for v in self._idle.values()) > BASELINE_WORKERS_KEPT:
+                oldest = next(iter(self._idle))
+                surplus.append(self._idle[oldest].pop(0))
+                if not self._idle[oldest]:
+                    del self._idle[oldest]
+        for extra in surplus:
+            extra.close()
+
+    def close_all(self) -> None:
+        with self._lock:
+            workers = [w for idle in self._idle.values() for w in idle]
+            self._idle.clear()
+        for worker in workers:
+            worker.close()
+
+
+
+class GraderState:
+    def __init__(self) -> None:
+        self.baseline_workers = BaselineWorkers()
+        self.baseline_traces: dict[tuple[str, str, str], dict[str, Any]] = {}
+        """The baseline's profiler trace per task, task content and device: which stream it times."""
+        self.baseline_medians: dict[tuple[str, str, str, tuple[tuple[str, int], ...]], float] = {}
+        """The baseline's last median per task, device and timed shape: which shapes calibration skips."""
+        self.dirty_environment: list[str] = []
+        """Set once a solution changed an installed library; nothing graded here after that can be trusted."""
+        self.background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="apex-judge")
+        """Reads a grading needs but need not wait for at once (the clocks before and after it)."""
+
+    def close(self) -> None:
+        self.baseline_workers.close_all()
+        self.background.shutdown(wait=False, cancel_futures=True)
+
+
+STATE = GraderState()
+atexit.register(STATE.close)
