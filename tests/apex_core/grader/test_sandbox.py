@@ -445,3 +445,23 @@ def test_a_path_entry_that_would_show_the_home_or_tmp_is_left_out(tmp_path, monk
     view = sandbox.worker_view(str(tmp_path), REPO_ROOT)
     for wide in ("/", "/tmp", str(Path.home()), str(tmp_path / "inside")):
         assert wide not in view.read_only
+
+
+def test_a_confined_workers_compile_cache_copy_returns_its_new_regular_files_only(tmp_path):
+    from apex_core.grader.process import WorkerProcess, WorkerSpec
+
+    shared = tmp_path / "compile" / "abc"
+    shared.mkdir(parents=True)
+    (shared / "old.cubin").write_bytes(b"old")
+    worker = WorkerProcess(WorkerSpec(library="numpy", device="cpu"), timeout_s=60)
+    try:
+        local = worker._local_copy(shared)
+        assert local.parent == worker.scratch and (local / "old.cubin").read_bytes() == b"old"
+        (local / "kernel").mkdir()
+        (local / "kernel" / "new.cubin").write_bytes(b"new")
+        (local / "escape").symlink_to("/etc/passwd")
+        os.mkfifo(local / "pipe")
+    finally:
+        worker.close()
+    assert (shared / "kernel" / "new.cubin").read_bytes() == b"new" and (shared / "old.cubin").read_bytes() == b"old"
+    assert not (shared / "escape").exists() and not (shared / "escape").is_symlink() and not (shared / "pipe").exists()

@@ -1,0 +1,99 @@
+"""Where confinement's cost goes on a GPU machine (run there; not a test).
+
+docs/benchmarks.md found confined gradings on an H200 about 1.6 s slower than unconfined ones
+(correctness +0.5 s, calibration +0.6 s, staging +0.2 s), while a confined process start costs
+under 15 ms (benchmarks/sandbox_start.py). This separates the suspects, each confined (the
+sandbox user, its own namespaces and view) and unconfined (the judge's user and view), alternating:
+
+1. device work in a bare process under the reaper: import torch, CUDA context, 64 MB
+   device-to-host copies into pageable memory, a pinned allocation, 200 small copies (as the
+   judge's output reads are), 2000 kernel launches; and RLIMIT_MEMLOCK as the process sees it
+   (only root ignores it: the sandbox user does not);
+2. whole gradings of the Triton RMSNorm baseline (warm pool), with their phases;
+3. how many files each candidate compile cache holds afterwards (a confined worker compiles into a
+   copy in its scratch directory, copied back when it is closed: if that failed, every confined
+   grading would compile its kernels again).
+
+Run: ``python benchmarks/sandbox_gpu_cost.py [--gradings 3]``; record what it prints, with machine
+and date, in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from apex_core.grader import sandbox  # noqa: E402
+from apex_core.grader.process import worker_environment  # noqa: E402
+
+DEVICE_WORK = r'''
+import os, resource, time
+started = time.perf_counter(); import torch; imported = time.perf_counter() - started
+print("uid", os.getuid(), "memlock", resource.getrlimit(resource.RLIMIT_MEMLOCK), "import_s", round(imported, 2))
+started = time.perf_counter(); torch.empty(1, device="cuda"); torch.cuda.synchronize()
+print("context_s", round(time.perf_counter() - started, 3))
+big, host = torch.randn(16 << 20, device="cuda"), torch.empty(16 << 20)
+copies = []
+for _ in range(5):
+    torch.cuda.synchronize(); started = time.perf_counter(); host.copy_(big); torch.cuda.synchronize()
+    copies.append(round((time.perf_counter() - started) * 1e3, 2))
+print("d2h_64MB_pageable_ms", copies)
+started = time.perf_counter(); torch.empty(16 << 20, pin_memory=True); print("pinned_64MB_alloc_ms", round((time.perf_counter() - started) * 1e3, 2))
+small, small_host = torch.empty(16384, device="cuda"), torch.empty(16384)
+torch.cuda.synchronize(); started = time.perf_counter()
+for _ in range(200): small_host.copy_(small)
+torch.cuda.synchronize(); print("small_d2h_x200_ms", round((time.perf_counter() - started) * 1e3, 2))
+torch.cuda.synchronize(); started = time.perf_counter()
+for _ in range(2000): big.add_(1)
+torch.cuda.synchronize(); print("launches_x2000_ms", round((time.perf_counter() - started) * 1e3, 2))
+'''
+
+
+def device_work(confined: bool) -> str:
+    scratch = Path(tempfile.mkdtemp(prefix="apex-gpu-cost-"))
+    identity = sandbox.candidate_identity()
+    if confined and identity is not None:
+        os.chown(scratch, *identity)
+    config = {"scratch": str(scratch), "confine": {"writable": [], "tmp_bytes": 1 << 28} if confined else None}
+    done = subprocess.run(
+        [sys.executable, "-s", "-m", "apex_core.grader.reaper", json.dumps(config), "--", sys.executable, "-s", "-c", DEVICE_WORK],
+        cwd=scratch, env=worker_environment(scratch), capture_output=True, text=True, check=False,
+    )
+    subprocess.run(["rm", "-rf", str(scratch)], check=False)
+    return done.stdout.strip().replace("\n", " | ") or done.stderr[-500:]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gradings", type=int, default=3)
+    args = parser.parse_args()
+    for confined in (True, False, True, False):
+        print("device work", "confined  " if confined else "unconfined", device_work(confined), flush=True)
+
+    from apex_core.grader.cache import default_cache_dir
+    from apex_core.grader.judge import GradeOptions, grade
+    from apex_core.tasks import get_task
+
+    task = get_task("llama-3-1-8b-instruct__rms_norm")
+    for unconfined in (False, True):
+        for index in range(args.gradings):
+            started = time.monotonic()
+            result = grade(task, task.baseline_path, GradeOptions(unconfined=unconfined, time_budget_s=0.3))
+            print("grading", "unconfined" if unconfined else "confined  ", index, result.outcome.value,
+                  round(time.monotonic() - started, 2), json.dumps(result.phases_s), flush=True)
+    for root in (Path(tempfile.gettempdir()) / "apex-compile", default_cache_dir() / "compile"):
+        for entry in sorted(root.iterdir()) if root.is_dir() else []:
+            files = sum(len(names) for _, _, names in os.walk(entry))
+            print("candidate compile cache", entry, files, "files")
+
+
+if __name__ == "__main__":
+    main()
