@@ -47,7 +47,8 @@ GRADER_NAME = "apex"
 Progress = Callable[[float, str], None]
 DEFAULT_FLUSH_BYTES = 512 * 1024**2
 CALL_BUFFERS = 3
-"""Timed calls rotate over at least this many input buffers, refilled from the pool before every call."""
+"""Timed calls rotate over at least this many input buffers, each refilled with inputs drawn afresh
+before every call (``rotation``)."""
 STAGED_BYTES = 256 * 1024**2
 """Input bytes per timed shape beyond which fewer distinct input sets are drawn (at least 2)."""
 WALL_CHECK_CALLS = 10
@@ -110,7 +111,7 @@ class GradeOptions(BaseModel):
     target_rse: float = Field(default=0.005, gt=0)
     min_samples: int = Field(default=10, ge=3)
     inputs_per_shape: int = Field(default=8, ge=2)
-    """Distinct input sets per timed shape; call buffers are refilled from them before every call."""
+    """Distinct input sets staged per timed shape: the warm-up's inputs (timed calls draw their own)."""
     timing: bool = True
     warm_pool: bool = True
     """Take workers from the warm pool (libraries already imported) and top it up afterwards."""
@@ -412,7 +413,8 @@ class _Run:
         as row-strided views (same values, so the reference is computed on contiguous ones)."""
         library = self.task.array_library
         digest_key = secrets.randbits(62)
-        pending = worker.submit(protocol.Call(shape=shape, seed=seed, strided=tuple(strided), digest_key=digest_key))  # the worker calls while the judge computes the reference
+        # The worker calls while the judge computes the reference.
+        pending = worker.submit(protocol.Call(shape=shape, seed=seed, strided=tuple(strided), digest_key=digest_key))
         args = self.inputs(shape, seed)
         # Before the reference runs: the inputs as drawn, whatever the reference does with them.
         digests = digest.input_digests(args, digest_key, skip=self.task.output_args)
@@ -859,11 +861,11 @@ def _provenance(
         timing_method=timing_method
         or (
             "cuda events per call after a device spin sized from the baseline's launch time, cache flush of 2x the "
-            "last-level cache, rotating refilled inputs, interleaved A/B, adaptive; calls under 20 us corrected by "
+            "last-level cache, inputs drawn afresh for every call, interleaved A/B, adaptive; calls under 20 us corrected by "
             "the solution worker's own shift, measured on the baseline before the solution was imported; other "
             "speedup intervals widened by the measured spread between worker processes"
             if on_gpu
-            else "perf_counter_ns per call, rotating refilled inputs, interleaved A/B, adaptive"
+            else "perf_counter_ns per call, inputs drawn afresh for every call, interleaved A/B, adaptive"
         ),
         public_seed=public_seed,
         unconfined=unconfined,
@@ -912,8 +914,6 @@ def _require_confinement(options: GradeOptions) -> None:
             f"refusing to grade: solutions cannot be confined on this machine ({problem}); "
             "pass --unconfined to run them with your own rights (the result records it)"
         )
-
-
 
 
 def grade(task: Task, solution: Path, options: GradeOptions | None = None, progress: Progress | None = None) -> GradeResult:

@@ -5,9 +5,9 @@ input set, drawn from a seed that exists only for that call: derived from a key 
 for each timing request and sends with it, so no timed call sees values the solution has seen
 before (in its correctness checks, its warm-up, another timed call) or could derive from the
 public seed. A solution that memoizes outputs by input content (a hash of a prefix, a strided
-sample, the whole input) therefore never hits its cache while it is timed (issue 13). Untimed calls
-(warm-up, the wall-clock check, the profile) refill from the staged input sets instead, never with
-the set the buffer held just before.
+sample, the whole input) therefore never hits its cache while it is timed (issue 13). The profiled
+call and the wall-clock calls draw their inputs the same way; only the warm-up runs on the staged
+input sets, which also fill the call buffers at staging (``held``).
 
 The worker follows this schedule to refill its buffers; the judge follows the same schedule on its
 own, from nothing but the requests it sent. After timing, the judge asks for the last outputs of
@@ -31,26 +31,14 @@ class CallRotation:
     def __init__(self, input_sets: int, buffers: int) -> None:
         if input_sets < 1 or buffers < 1:
             raise ValueError(f"a rotation needs at least one input set and one buffer, got {input_sets} and {buffers}")
-        self.input_sets = input_sets
         self.held = [slot % input_sets for slot in range(buffers)]
-        """The input set each buffer holds now (at staging: set ``slot mod input_sets``)."""
-        self._next = buffers
+        """The staged input set each buffer is filled with at staging: set ``slot mod input_sets``."""
         self.last_timed: dict[int, int] = {}
         """Buffer -> the seed of the inputs it held at its last timed call."""
 
     @property
     def buffers(self) -> int:
         return len(self.held)
-
-    def refill(self, slot: int) -> int:
-        """The input set ``slot`` takes for its next call: the next one in turn, skipped once if it
-        is the one the buffer already holds (so a buffer never sees the same values twice in a row)."""
-        item = self._next % self.input_sets
-        if item == self.held[slot] and self.input_sets > 1:
-            item = (item + 1) % self.input_sets
-        self._next = item + 1
-        self.held[slot] = item
-        return item
 
     def timed_request(self, reps: int, request_key: int) -> list[tuple[int, int]]:
         """The (buffer, input seed) of each call of one timing request of ``reps`` calls, which

@@ -36,14 +36,19 @@ class BaselineWorkers:
         self._lock = threading.Lock()
 
     def check_out(self, key: tuple[str, str, WorkerSpec]) -> WorkerProcess | None:
+        dead: list[WorkerProcess] = []
+        found = None
         with self._lock:
             idle = self._idle.get(key, [])
-            while idle:
+            while idle and found is None:
                 worker = idle.pop()
                 if worker.alive():
-                    return worker
-                worker.close()
-        return None
+                    found = worker
+                else:
+                    dead.append(worker)
+        for worker in dead:  # closing kills and removes a scratch folder: not under the lock
+            worker.close()
+        return found
 
     def give_back(self, key: tuple[str, str, WorkerSpec], worker: WorkerProcess) -> None:
         surplus: list[WorkerProcess] = []

@@ -378,20 +378,11 @@ class Worker:
             os.sched_setaffinity(0, {int(self.cpu)})
         return {"ok": True}
 
-    def _fill(self, slot: int, item: int) -> list[Any]:
-        for target, source in zip(self.buffers[slot], self.pool[item]):
-            _copy_into(target, source)
-        return self.buffers[slot]
-
     def _fill_fresh(self, slot: int, seed: int) -> list[Any]:
         """Refill ``slot`` with the inputs of ``seed``, drawn now, in the buffer's own memory."""
         for target, source in zip(self.buffers[slot], self.draw(self.stage_shape, seed)):
             _copy_into(target, source)
         return self.buffers[slot]
-
-    def _refill(self, slot: int) -> list[Any]:
-        """Refill ``slot`` with the next input set in turn, for an untimed call."""
-        return self._fill(slot, self.rotation.refill(slot))
 
     def warmup(self, min_calls: int, min_seconds: float) -> dict[str, Any]:
         """Call until warm; reply with the host's launch time (90th percentile of recording the
