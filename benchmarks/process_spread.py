@@ -14,7 +14,7 @@ script ruled out, one by one (all on an H200, 2026-11-30; results in benchmarks/
 
 This version asks whether the shift is common to the kernels a process runs at a shape, so that
 a kernel timed in both processes (our baseline) measures it and can correct a solution's speedup
-(``judge.calibrate``). N fresh processes, one after another, each time the Llama RMSNorm baseline
+(``calibration.calibrate``). N fresh processes, one after another, each time the Llama RMSNorm baseline
 and a faster honest solution (the red team's ``honest_faster``) on the same call buffers, the
 kernel picked at random for every call (refill, cache flush, launch cover and events as the
 grader does). If the ratio of the two medians is steadier from process to process than either
@@ -91,7 +91,7 @@ def child(rounds: int, stages: int) -> None:
     import torch
 
     from apex_core.grader import fingerprint, stats
-    from apex_core.grader.judge import launch_cover_ns
+    from apex_core.grader.timing import launch_cover_ns
     from apex_core.grader.worker import Worker
     from apex_core.hardware.target import spec_for_detected
     from apex_core.tasks import get_task

@@ -128,7 +128,7 @@ def with_between_process_spread(draws: np.ndarray, baseline_median_ns: float, se
     gets the same normal variates (the same ``seed``), scaled by its own spread; independent ones
     would average out over the shapes and leave the overall interval too narrow (one baseline
     graded against itself was credited 1.018x that way, 2026-11-30). Shapes calibrated in the
-    solution's own worker do not take this term (``judge.calibrate``).
+    solution's own worker do not take this term (``calibration.calibrate``).
     """
     spread = BETWEEN_PROCESS_SPREAD_SHORT if baseline_median_ns < SHORT_CALL_NS else BETWEEN_PROCESS_SPREAD_LONG
     rng = np.random.default_rng([seed, 1])
@@ -137,7 +137,7 @@ def with_between_process_spread(draws: np.ndarray, baseline_median_ns: float, se
 
 CALIBRATED_RESIDUAL_SPREAD = 0.012
 """Standard deviation of log(speedup) left after the correction by the solution worker's measured
-shift (``judge.calibrate``). On an H200 (2026-11-30, docs/benchmarks.md), with calibration and
+shift (``calibration.calibrate``). On an H200 (2026-11-30, docs/benchmarks.md), with calibration and
 timing on the same stage: the baseline graded against itself 20 times had a root mean square log
 speedup of 0.64% at (256, 4096) and 0.81% at (4, 4096), against 1.8% and 2.2% uncorrected; a
 faster honest kernel graded 12 times had speedups spread over 3.4% and 4.2% (about 1.0-1.3% as a

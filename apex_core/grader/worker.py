@@ -355,7 +355,7 @@ class Worker:
 
         A GPU process times a short kernel a few percent differently from one staging to the next
         (docs/benchmarks.md), so the judge times a solution on the very stage on which this worker
-        timed our baseline before the solution was imported (``judge.calibrate``).
+        timed our baseline before the solution was imported (``calibration.calibrate``).
         """
         if name not in self.kept_stages:
             return {"ok": False, "kind": "infra_error", "message": f"no kept stage {name!r}"}

@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from apex_core.errors import SolutionFileError
+from apex_core.grader.calibration import calibrate
 from apex_core.grader.judge import GradeOptions, grade
 from apex_core.grader.result import Outcome
+from apex_core.grader.timing import time_all
 from apex_core.tasks import get_task
 
 CANNED = Path(__file__).resolve().parents[3] / "apex_core" / "agents" / "canned" / "cpu-mini__rms_norm.py"
@@ -207,15 +209,15 @@ def test_the_baseline_compiles_into_a_cache_of_its_own_that_solutions_cannot_rea
 
 
 def test_the_shift_measured_in_the_solutions_worker_before_the_import_corrects_its_speedup(task):
-    # On a GPU the judge does this itself (``_Run.calibrates``); the same steps on the CPU task:
+    # On a GPU the judge does this itself (``calibration.calibrates``); the same steps on the CPU task:
     # the fresh worker times our baseline first, then loads the solution.
-    from apex_core.grader.judge import _Run
+    from apex_core.grader.grading import Grading
 
-    run = _Run(task, CANNED, GradeOptions(warm_pool=False, time_budget_s=0.1, timeout_s=30))
+    run = Grading(task, CANNED, GradeOptions(warm_pool=False, time_budget_s=0.1, timeout_s=30))
     with run.start_worker() as candidate:
-        run.calibrate(candidate, shorter_than_ns=1e12)  # the CPU task's calls count as short here
+        calibrate(run, candidate, shorter_than_ns=1e12)  # the CPU task's calls count as short here
         run.load_into(candidate, CANNED, run.candidate_cache())
-        timings = run.time_all(candidate)
+        timings = time_all(run, candidate)
     run.close()
     assert sorted(run.corrections) == list(range(len(task.timed_shapes)))
     for index, timing in enumerate(timings):
@@ -226,35 +228,35 @@ def test_the_shift_measured_in_the_solutions_worker_before_the_import_corrects_i
 
 
 def test_long_calls_are_not_calibrated(task):
-    from apex_core.grader.judge import _Run
+    from apex_core.grader.grading import Grading
 
-    run = _Run(task, CANNED, GradeOptions(warm_pool=False, time_budget_s=0.1, timeout_s=30))
+    run = Grading(task, CANNED, GradeOptions(warm_pool=False, time_budget_s=0.1, timeout_s=30))
     with run.start_worker() as candidate:
-        run.calibrate(candidate)  # the CPU baseline's call takes milliseconds
+        calibrate(run, candidate)  # the CPU baseline's call takes milliseconds
     run.close()
     assert run.corrections == {}
 
 
 def test_a_worker_that_was_not_calibrated_gets_no_correction(task):
-    from apex_core.grader.judge import _Run
+    from apex_core.grader.grading import Grading
 
-    run = _Run(task, CANNED, GradeOptions(warm_pool=False, time_budget_s=0.1, timeout_s=30))
+    run = Grading(task, CANNED, GradeOptions(warm_pool=False, time_budget_s=0.1, timeout_s=30))
     with run.start_worker() as calibrated:
-        run.calibrate(calibrated, shorter_than_ns=1e12)
+        calibrate(run, calibrated, shorter_than_ns=1e12)
     with run.worker(CANNED, run.candidate_cache()) as fresh:  # as in a hardened re-measurement
-        timings = run.time_all(fresh)
+        timings = time_all(run, fresh)
     run.close()
     assert run.corrections and all(t.process_correction is None for t in timings)
 
 
 def test_a_shape_known_to_be_long_from_an_earlier_grading_is_not_even_staged(task, monkeypatch):
-    from apex_core.grader import judge
+    from apex_core.grader.grading import Grading
     from apex_core.grader.state import STATE
 
-    run = judge._Run(task, CANNED, GradeOptions(warm_pool=False, time_budget_s=0.1, timeout_s=30))
+    run = Grading(task, CANNED, GradeOptions(warm_pool=False, time_budget_s=0.1, timeout_s=30))
     for shape in task.timed_shapes:
         monkeypatch.setitem(STATE.baseline_medians, run.baseline_median_key(shape), 2e12)
     with run.start_worker() as candidate:
-        run.calibrate(candidate, shorter_than_ns=1e12)  # would calibrate every shape if it probed
+        calibrate(run, candidate, shorter_than_ns=1e12)  # would calibrate every shape if it probed
     run.close()
     assert run.corrections == {}

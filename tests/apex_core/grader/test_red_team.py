@@ -157,6 +157,33 @@ def test_a_solution_that_edits_the_grader_is_tampering_and_the_file_is_restored(
         target.write_bytes(original)
 
 
+def test_an_edit_to_apex_by_another_process_during_a_confined_grading_voids_it_and_is_kept(task, tmp_path):
+    # Confined, the solution cannot write Apex's files (test_sandbox.py): a change seen afterwards
+    # came from elsewhere (here: the test, as a developer's editor would), so it is neither
+    # the solution's tampering nor undone.
+    from apex_core.grader.process import confinement_problem
+
+    if confinement_problem():
+        pytest.skip(f"solutions cannot be confined here: {confinement_problem()}")
+    target = Path(__file__).resolve().parents[3] / "apex_core" / "score.py"
+    original = target.read_bytes()
+    edited = original + b"\n# a developer's edit, made while a grading ran\n"
+
+    def edit_once_checking(fraction: float, message: str) -> None:
+        if message.startswith("checking correctness") and target.read_bytes() == original:
+            target.write_bytes(edited)
+
+    solution = write(tmp_path, "rms_norm = _correct\n")
+    try:
+        result = grade(task, solution, FAST, progress=edit_once_checking)
+        assert result.outcome is Outcome.infra_error
+        assert "score.py" in result.reason and "another process" in result.reason
+        assert result.score.total == 0 and not any(flag.startswith("tampering") for flag in result.flags)
+        assert target.read_bytes() == edited
+    finally:
+        target.write_bytes(original)
+
+
 def test_slowing_the_baseline_by_editing_it_earns_no_speedup(task, tmp_path):
     # Unconfined, as above: confined, the baseline is read-only to the solution (test_sandbox.py).
     baseline = task.baseline_path

@@ -1,0 +1,43 @@
+"""The solution file as the judge first meets it: a path a user or an agent gave, checked before
+anything runs, and the content hash that names it in results, caches and compile caches."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from apex_core.errors import SolutionFileError
+from apex_core.grader import native
+from apex_core.tasks.schema import Task
+
+
+def file_hash(path: Path) -> str:
+    """SHA-256 of a file's bytes: the identity of a solution in results, caches and compile caches."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def check_solution_file(task: Task, solution: Path) -> Path:
+    """The solution path as a readable file of the right kind, or a SolutionFileError."""
+    try:
+        exists = solution.exists()
+    except (OSError, ValueError) as exc:  # a name over the file-name limit, a NUL byte, ...
+        name = str(solution)
+        shown = name if len(name) <= 100 else f"{name[:60]}...{name[-30:]} ({len(name)} characters)"
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SolutionFileError(
+            f"solution path {shown} cannot be opened: {why}; give the solution's path, e.g. output/{task.id}/{task.solution_filename}"
+        ) from None
+    if not exists:
+        raise SolutionFileError(f"solution file {solution} does not exist; write output/{task.id}/{task.solution_filename}")
+    if not solution.is_file():
+        raise SolutionFileError(f"solution path {solution} is not a file; expected a {task.solution_filename}")
+    allowed = native.COMPILED_SUFFIXES if task.language == "hip" else (".py",)
+    if solution.suffix not in allowed:
+        raise SolutionFileError(
+            f"solution {solution} must be a {' or '.join(allowed)} file for the {task.language} task {task.id}"
+        )
+    try:
+        solution.read_bytes()
+    except OSError as exc:
+        raise SolutionFileError(f"solution file {solution} is not readable: {exc.strerror}") from None
+    return solution.resolve()
