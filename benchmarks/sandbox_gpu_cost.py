@@ -74,21 +74,43 @@ def device_work(confined: bool) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gradings", type=int, default=3)
+    parser.add_argument("--solution", default="baseline",
+                        help="'baseline' (the task's own file), or a red-team solution's name, e.g. honest_faster")
+    parser.add_argument("--skip-device-work", action="store_true")
     args = parser.parse_args()
-    for confined in (True, False, True, False):
-        print("device work", "confined  " if confined else "unconfined", device_work(confined), flush=True)
+    if not args.skip_device_work:
+        for confined in (True, False, True, False):
+            print("device work", "confined  " if confined else "unconfined", device_work(confined), flush=True)
 
     from apex_core.grader.cache import default_cache_dir
     from apex_core.grader.judge import GradeOptions, grade
+    from apex_core.grader.grading import Grading
     from apex_core.tasks import get_task
 
     task = get_task("llama-3-1-8b-instruct__rms_norm")
-    for unconfined in (False, True):
-        for index in range(args.gradings):
+    solution = task.baseline_path
+    if args.solution != "baseline":
+        import importlib.util
+
+        source = Path(__file__).resolve().parents[1] / "tests/apex_core/grader/red_team_gpu_solutions.py"
+        spec = importlib.util.spec_from_file_location("red_team_gpu_solutions", source)
+        assert spec is not None and spec.loader is not None
+        solutions = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(solutions)
+        solution = solutions.write_solution(args.solution, Path(tempfile.mkdtemp()))
+    # Alternating, so that drift in the machine falls on both alike; the candidate's compile cache
+    # is counted before and after each grading (it should stop growing after the first).
+    for index in range(args.gradings):
+        for unconfined in (False, True):
+            options = GradeOptions(unconfined=unconfined, time_budget_s=0.3)
+            cache = Grading(task, solution, options).candidate_cache()
+            before = sum(len(names) for _, _, names in os.walk(cache))
             started = time.monotonic()
-            result = grade(task, task.baseline_path, GradeOptions(unconfined=unconfined, time_budget_s=0.3))
+            result = grade(task, solution, options)
+            after = sum(len(names) for _, _, names in os.walk(cache))
             print("grading", "unconfined" if unconfined else "confined  ", index, result.outcome.value,
-                  round(time.monotonic() - started, 2), json.dumps(result.phases_s), flush=True)
+                  round(time.monotonic() - started, 2), f"cache {before}->{after} files", json.dumps(result.phases_s),
+                  flush=True)
     for root in (Path(tempfile.gettempdir()) / "apex-compile", default_cache_dir() / "compile"):
         for entry in sorted(root.iterdir()) if root.is_dir() else []:
             files = sum(len(names) for _, _, names in os.walk(entry))
