@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from apex_core.hardware.measured import MeasuredRates  # noqa: E402
 from apex_core.tasks import get_task  # noqa: E402
-from apex_core.tasks.verify import BANDWIDTH_BAR, measured_rate  # noqa: E402
+from apex_core.suite.verify import BANDWIDTH_BAR, measured_rate  # noqa: E402
 
 
 def read_report(path: Path) -> dict:

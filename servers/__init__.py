@@ -6,5 +6,5 @@ Conventions every server follows (see servers/README.md):
 - wrap tool bodies with ``user_errors_as_tool_errors`` so a user's mistake reaches the model as a
   readable tool error while a bug in Apex stays a bug;
 - never print: on stdio, stdout is the protocol; GPU work runs in child processes;
-- register the server in ``apex_core/mcp_registry.py``, from which host configs are generated.
+- register the server in ``apex_core/hosting/mcp_registry.py``, from which host configs are generated.
 """

@@ -14,8 +14,8 @@ import logging
 import sys
 
 from apex_core.errors import ApexUserError
-from apex_core.mcp_registry import get_server
-from apex_core.net import parse_host_port
+from apex_core.hosting.mcp_registry import get_server
+from apex_core.hosting.net import parse_host_port
 
 log = logging.getLogger("servers")
 

@@ -2,7 +2,7 @@
 
 For hosts that want a single MCP entry (or one HTTP endpoint on the GPU host): the grader's
 ``grade_solution`` appears here as ``grader_grade_solution``, and so on for every server in
-``apex_core.mcp_registry.SERVERS``. Mounting keeps each server's own tool code, progress and
+``apex_core.hosting.mcp_registry.SERVERS``. Mounting keeps each server's own tool code, progress and
 errors; nothing is re-declared here, so a server added to the registry joins the gateway as is.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from apex_core.mcp_registry import GATEWAY, SERVERS
+from apex_core.hosting.mcp_registry import GATEWAY, SERVERS
 from servers._common import create_server
 
 mcp = create_server(

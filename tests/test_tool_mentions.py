@@ -22,9 +22,9 @@ from fastmcp import Client
 
 from apex_core.hardware.detect import DetectedDevice
 from apex_core.hardware.target import resolve_target
-from apex_core.mcp_registry import all_servers
+from apex_core.hosting.mcp_registry import all_servers
 from apex_core.prompts import system_prompt, task_prompt
-from apex_core.skills import SKILLS_DIR
+from apex_core.hosting.skills import SKILLS_DIR
 from apex_core.tasks import all_tasks
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

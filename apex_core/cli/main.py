@@ -25,7 +25,7 @@ from apex_core.errors import ApexUserError
 
 if TYPE_CHECKING:  # for annotations only
     from apex_core.hardware.measured import MeasuredRates
-    from apex_core.tasks.verify import TaskVerification
+    from apex_core.suite.verify import TaskVerification
 
 app = typer.Typer(
     name="apex",
@@ -142,8 +142,8 @@ def tasks_verify(
     """Baseline correct, reference solution correct and faster, signal and roofline sane (GPU: timed)."""
     from apex_core.grader.judge import GradeOptions
     from apex_core.tasks import all_tasks, get_task
-    from apex_core.tasks.verify import verify_task
-    from apex_core.tasks.verify_runs import append_verdict, read_verdicts, verify_on_devices
+    from apex_core.suite.verify import verify_task
+    from apex_core.suite.verify_runs import append_verdict, read_verdicts, verify_on_devices
 
     if bool(task_ids) == every:
         raise ApexUserError("give exactly one of --task ID or --all")
@@ -251,7 +251,7 @@ def tasks_export(
     """Export every task for RL/SFT frameworks: prompts, baseline, reference, shapes, metadata."""
     from apex_core.hardware import resolve_target
     from apex_core.tasks import all_tasks
-    from apex_core.tasks.export import export_records
+    from apex_core.suite.export import export_records
 
     if output_format != "jsonl":
         raise ApexUserError(f"unknown export format {output_format!r}; the supported format is jsonl")

@@ -38,7 +38,7 @@ def _console() -> Console:
 
 
 def _clients(value: str) -> tuple[str, ...]:
-    from apex_core import hosts
+    from apex_core.hosting import hosts
 
     if value.strip() == "all":
         return hosts.CLIENTS
@@ -54,7 +54,7 @@ def _clients(value: str) -> tuple[str, ...]:
 
 
 def _scope(value: str) -> str:
-    from apex_core import hosts
+    from apex_core.hosting import hosts
     from apex_core.errors import UnknownNameError
 
     if value not in hosts.SCOPES:
@@ -65,7 +65,7 @@ def _scope(value: str) -> str:
 @app.command("list")
 def list_servers(as_json: JsonOption = False) -> None:
     """The registered MCP servers (and the gateway): module, tools, timeouts, environment."""
-    from apex_core.mcp_registry import all_servers
+    from apex_core.hosting.mcp_registry import all_servers
 
     servers = all_servers()
     if as_json:
@@ -92,8 +92,8 @@ def serve(
 ) -> None:
     """Run one server: stdio by default (what hosts start), or streamable HTTP so the grader can
     run on the GPU host while the agent runs elsewhere."""
-    from apex_core.mcp_registry import get_server
-    from apex_core.net import parse_host_port
+    from apex_core.hosting.mcp_registry import get_server
+    from apex_core.hosting.net import parse_host_port
 
     get_server(name)
     if http is None and path != "/mcp":
@@ -136,7 +136,7 @@ def install(
     project_dir: ProjectDirOption = None,
 ) -> None:
     """Write or register the MCP configuration and skill links for agent hosts."""
-    from apex_core import hosts
+    from apex_core.hosting import hosts
 
     root = (project_dir or hosts.PROJECT_ROOT).resolve()
     if not (root / "skills").is_dir():
@@ -149,7 +149,7 @@ def install(
 @app.command("uninstall")
 def uninstall(client: ClientOption, project_dir: ProjectDirOption = None) -> None:
     """Remove Apex's servers and skill links from your user-level host configuration (others stay)."""
-    from apex_core import hosts
+    from apex_core.hosting import hosts
 
     root = (project_dir or hosts.PROJECT_ROOT).resolve()
     for name in _clients(client):
@@ -168,7 +168,7 @@ def config(
 ) -> None:
     """Print one host's MCP configuration without writing it, e.g. for
     ``claude -p ... --mcp-config <(apex mcp config)``."""
-    from apex_core import hosts
+    from apex_core.hosting import hosts
 
     names = _clients(client)
     if len(names) != 1:
@@ -184,7 +184,7 @@ def config(
 def skills(as_json: JsonOption = False) -> None:
     """The skills in skills/ that hosts are pointed at, each validated (name rules, description,
     relative references); exit 1 when any is invalid."""
-    from apex_core.skills import SKILLS_DIR, validate_all
+    from apex_core.hosting.skills import SKILLS_DIR, validate_all
 
     reports = validate_all(SKILLS_DIR)
     if as_json:

@@ -11,7 +11,7 @@ from apex_core.hardware.specs import SOURCED_FIELDS
 from apex_core.hardware.target import HardwareTarget
 from apex_core.hardware.measured import MeasuredRates
 from apex_core.tasks.schema import Task, load_reference
-from apex_core.tasks.verify import TaskVerification
+from apex_core.suite.verify import TaskVerification
 
 
 def _ns(value: float | None) -> str:

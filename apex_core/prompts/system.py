@@ -7,10 +7,10 @@ names anything that does not exist.
 
 from __future__ import annotations
 
-from apex_core import mcp_registry
+from apex_core.hosting import mcp_registry
 from apex_core.hardware.target import HardwareTarget
 from apex_core.score import INTEGRATION_THRESHOLD, REFERENCE_MAX_SCORE
-from apex_core.skills import discover_skills
+from apex_core.hosting.skills import discover_skills
 
 CLI_COMMANDS: dict[str, str] = {
     "apex tasks show TASK_ID": "the task's contract, shapes, tolerance and roofline",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from apex_core import mcp_registry
+from apex_core.hosting import mcp_registry
 from apex_core.hardware.target import HardwareTarget
 from apex_core.models import ModelConfig
 from apex_core.prompts.system import system_prompt

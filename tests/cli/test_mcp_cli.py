@@ -15,8 +15,8 @@ import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
-from apex_core import hosts
-from apex_core.mcp_registry import GATEWAY, SERVERS
+from apex_core.hosting import hosts
+from apex_core.hosting.mcp_registry import GATEWAY, SERVERS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -157,7 +157,7 @@ def test_the_server_launcher_refuses_an_unknown_server_in_one_line(tmp_path):
 def test_the_scripted_model_serves_on_ipv6_loopback_too():
     import http.client
 
-    from apex_core.scripted_model import ScriptedModelServer, load_script
+    from scripted_model import ScriptedModelServer, load_script
 
     try:
         server = ScriptedModelServer(load_script("say-hi"), host="::1")

@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 
-from apex_core import hosts
-from apex_core.mcp_registry import GATEWAY, SERVERS
-from apex_core.scripted_model import ScriptedModelServer, load_script
-from apex_core.skills import discover_skills
+from apex_core.hosting import hosts
+from apex_core.hosting.mcp_registry import GATEWAY, SERVERS
+from scripted_model import ScriptedModelServer, load_script
+from apex_core.hosting.skills import discover_skills
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STATUS = re.compile(r"^(?P<name>[\w.-]+): (?P<target>.+) - (?P<status>.+)$")

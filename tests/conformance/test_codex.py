@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from apex_core import hosts
-from apex_core.mcp_registry import SERVERS
-from apex_core.skills import discover_skills
+from apex_core.hosting import hosts
+from apex_core.hosting.mcp_registry import SERVERS
+from apex_core.hosting.skills import discover_skills
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GRACE = ["-c", "mcp_optional_startup_grace_ms=60000"]

@@ -16,8 +16,8 @@ from pathlib import Path
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
-from apex_core import hosts
-from apex_core.mcp_registry import SERVERS
+from apex_core.hosting import hosts
+from apex_core.hosting.mcp_registry import SERVERS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from apex_core.mcp_registry import SERVERS
+from apex_core.hosting.mcp_registry import SERVERS
 from apex_core.score import COMPILED_POINTS, CORRECT_POINTS, speedup_score
-from apex_core.scripted_model import ScriptedModelServer, load_script
+from scripted_model import ScriptedModelServer, load_script
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TASK = "cpu-mini__rms_norm"

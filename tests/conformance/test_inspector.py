@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from apex_core import hosts
-from apex_core.mcp_registry import GATEWAY, SERVERS, ServerSpec
+from apex_core.hosting import hosts
+from apex_core.hosting.mcp_registry import GATEWAY, SERVERS, ServerSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
 from apex_core.grader.result import GradeResult
-from apex_core.mcp_registry import SERVERS
+from apex_core.hosting.mcp_registry import SERVERS
 from servers.grader import mcp
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from fastmcp import Client
 
-from apex_core.mcp_registry import GATEWAY, SERVERS, all_servers
+from apex_core.hosting.mcp_registry import GATEWAY, SERVERS, all_servers
 from apex_core.tasks.catalog import DEFINITIONS_DIR
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -2,11 +2,11 @@ import json
 
 import pytest
 
-from apex_core import mcp_registry
+from apex_core.hosting import mcp_registry
 from apex_core.cli.main import app
 from apex_core.hardware.detect import DetectedDevice
 from apex_core.hardware.target import resolve_target
-from apex_core.mcp_registry import ServerSpec, ToolSummary
+from apex_core.hosting.mcp_registry import ServerSpec, ToolSummary
 from apex_core.prompts import CLI_COMMANDS, build_record, system_prompt, task_prompt
 from apex_core.tasks import get_task
 

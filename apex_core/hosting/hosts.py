@@ -30,14 +30,14 @@ from typing import Literal
 from pydantic import BaseModel
 
 from apex_core.errors import ApexUserError, UnknownNameError
-from apex_core.mcp_registry import GATEWAY, SERVERS, ServerSpec, all_servers
+from apex_core.hosting.mcp_registry import GATEWAY, SERVERS, ServerSpec, all_servers
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = ("claude", "codex", "cursor")
 SCOPES = ("project", "user")
 Client = Literal["claude", "codex", "cursor"]
@@ -307,7 +307,7 @@ def _install_user(client: str, root: Path, python: str, gateway: bool, home: Pat
         data["mcpServers"] = servers
         # The hosts keep private state in these files (Claude Code's is mode 600): a new one starts private.
         changes = [_write_if_changed(path, json.dumps(data, indent=2) + "\n", client, new_mode=0o600)]
-    from apex_core.skills import discover_skills
+    from apex_core.hosting.skills import discover_skills
 
     skills_dir = user_skills_dir(client, home, environ)
     for skill in discover_skills(root / "skills"):

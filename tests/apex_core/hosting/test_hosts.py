@@ -10,11 +10,11 @@ else:
 
 import pytest
 
-from apex_core import hosts
+from apex_core.hosting import hosts
 from apex_core.errors import ApexUserError, UnknownNameError
-from apex_core.mcp_registry import GATEWAY, SERVERS, ServerSpec, ToolSummary
+from apex_core.hosting.mcp_registry import GATEWAY, SERVERS, ServerSpec, ToolSummary
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("client", hosts.CLIENTS)

@@ -2,7 +2,7 @@ import json
 
 from apex_core.hardware import resolve_target
 from apex_core.tasks import all_tasks
-from apex_core.tasks.export import export_records
+from apex_core.suite.export import export_records
 
 
 def test_every_task_exports_its_prompt_baseline_and_reference_without_our_solution_by_default():

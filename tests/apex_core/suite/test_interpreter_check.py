@@ -23,7 +23,7 @@ _CHECK = """
 import json, sys
 from pathlib import Path
 from apex_core.tasks import get_task
-from apex_core.tasks.interpreter_check import check_source
+from apex_core.suite.interpreter_check import check_source
 task = get_task(sys.argv[1])
 report = {}
 for label, path in zip(("baseline", "reference_solution"), sys.argv[2:]):

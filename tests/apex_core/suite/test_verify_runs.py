@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 from apex_core.tasks import all_tasks, get_task
-from apex_core.tasks.verify import TaskVerification
-from apex_core.tasks.verify_runs import append_verdict, expected_cost, read_verdicts, split_by_cost, verify_on_devices
+from apex_core.suite.verify import TaskVerification
+from apex_core.suite.verify_runs import append_verdict, expected_cost, read_verdicts, split_by_cost, verify_on_devices
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -30,8 +30,8 @@ def test_the_latest_verdict_of_a_task_wins_and_a_torn_last_line_is_skipped(tmp_p
 def test_processes_appending_side_by_side_leave_only_whole_lines(tmp_path):
     path = tmp_path / "verdicts.jsonl"
     writer = (
-        "import sys\nfrom pathlib import Path\nfrom apex_core.tasks.verify import TaskVerification\n"
-        "from apex_core.tasks.verify_runs import append_verdict\n"
+        "import sys\nfrom pathlib import Path\nfrom apex_core.suite.verify import TaskVerification\n"
+        "from apex_core.suite.verify_runs import append_verdict\n"
         "for i in range(40):\n"
         "    append_verdict(Path(sys.argv[1]), TaskVerification(task_id=f'{sys.argv[2]}-{i}', passed=True, timed=False,"
         " baseline_outcome='ok', problems=['x' * 20000]))\n"

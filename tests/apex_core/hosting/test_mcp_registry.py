@@ -1,9 +1,9 @@
 import pytest
 from pydantic import ValidationError
 
-from apex_core import mcp_registry
+from apex_core.hosting import mcp_registry
 from apex_core.errors import UnknownNameError
-from apex_core.mcp_registry import GATEWAY, SERVERS, ServerSpec, ToolProbe, ToolSummary
+from apex_core.hosting.mcp_registry import GATEWAY, SERVERS, ServerSpec, ToolProbe, ToolSummary
 
 
 def _tool(name: str, timeout_s: int = 60) -> ToolSummary:

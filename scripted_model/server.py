@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from apex_core.scripted_model.script import Conversation, Script, TemplateError, Turn, render_blocks
+from scripted_model.script import Conversation, Script, TemplateError, Turn, render_blocks
 
 API_VERSION = "2023-06-01"
 

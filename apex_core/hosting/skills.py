@@ -1,7 +1,7 @@
 """Agent Skills shipped in ``skills/``: discovered from their SKILL.md front matter, and validated.
 
 Prompts list only the skills found here, so they can never name one that does not exist. Hosts
-are pointed at the same folder (``apex_core.hosts``), so a skill that breaks the Agent Skills
+are pointed at the same folder (``apex_core.hosting.hosts``), so a skill that breaks the Agent Skills
 format (agentskills.io specification) breaks every host at once: ``validate_skill`` checks what
 hosts rely on, and a test runs it over every shipped skill.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel
 
-SKILLS_DIR = Path(__file__).resolve().parent.parent / "skills"
+SKILLS_DIR = Path(__file__).resolve().parents[2] / "skills"
 
 NAME_RULE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 """1-64 characters: lowercase letters, digits and single hyphens, not at either end."""

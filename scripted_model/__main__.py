@@ -1,9 +1,9 @@
-"""``python -m apex_core.scripted_model --script FILE [--listen HOST:PORT] [--record FILE]``.
+"""``python -m scripted_model --script FILE [--listen HOST:PORT] [--record FILE]``.
 
 Prints one line, ``ANTHROPIC_BASE_URL=http://HOST:PORT``, then serves until interrupted (or,
 with ``--exit-when-done``, until every scripted turn has been answered), so a shell can do:
 
-    python -m apex_core.scripted_model --script grade-cpu-mini-rms-norm --record requests.jsonl &
+    python -m scripted_model --script grade-cpu-mini-rms-norm --record requests.jsonl &
     ANTHROPIC_BASE_URL=http://127.0.0.1:8765 ANTHROPIC_API_KEY=scripted claude -p "..."
 """
 
@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 
 from apex_core.errors import ApexUserError
-from apex_core.net import parse_host_port
-from apex_core.scripted_model.script import load_script
-from apex_core.scripted_model.server import ScriptedModelServer
+from apex_core.hosting.net import parse_host_port
+from scripted_model.script import load_script
+from scripted_model.server import ScriptedModelServer
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m apex_core.scripted_model", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m scripted_model", description=__doc__.splitlines()[0])
     parser.add_argument("--script", required=True, help="script file (YAML or JSON), or the name of a shipped script")
     parser.add_argument("--listen", default="127.0.0.1:8765", help="HOST:PORT to serve on (port 0: any free port)")
     parser.add_argument("--record", type=Path, help="append every request received to this JSON-lines file")

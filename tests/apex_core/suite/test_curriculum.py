@@ -1,7 +1,7 @@
 import pytest
 
 from apex_core.tasks import all_tasks
-from apex_core.tasks.curriculum import Curriculum, CurriculumSchedule
+from apex_core.suite.curriculum import Curriculum, CurriculumSchedule
 
 
 def _tasks():

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from apex_core.skills import SKILLS_DIR, discover_skills, validate_all, validate_skill
+from apex_core.hosting.skills import SKILLS_DIR, discover_skills, validate_all, validate_skill
 
 
 def test_every_shipped_skill_is_valid():

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from apex_core.tasks.schema import Task
-from apex_core.tasks.verify import TaskVerification
+from apex_core.suite.verify import TaskVerification
 
 
 def append_verdict(path: Path, verdict: TaskVerification) -> None:

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from apex_core.errors import ApexUserError
-from apex_core.scripted_model import Script, ScriptedModelServer, load_script, render_text
-from apex_core.scripted_model.script import SCRIPTS_DIR, TemplateError
+from scripted_model import Script, ScriptedModelServer, load_script, render_text
+from scripted_model.script import SCRIPTS_DIR, TemplateError
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TOOL = "mcp__apex-grader__grade_solution"
 
 SCRIPT = {
@@ -177,7 +177,7 @@ def test_every_shipped_script_loads_and_bad_scripts_say_where(tmp_path):
 
 
 def test_the_command_line_prints_the_base_url_and_can_stop_when_done(tmp_path):
-    process = subprocess.Popen([sys.executable, "-m", "apex_core.scripted_model", "--script", "say-hi", "--listen",
+    process = subprocess.Popen([sys.executable, "-m", "scripted_model", "--script", "say-hi", "--listen",
                                 "127.0.0.1:0", "--record", str(tmp_path / "r.jsonl"), "--exit-when-done"],
                                cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert process.stdout is not None
@@ -186,6 +186,6 @@ def test_the_command_line_prints_the_base_url_and_can_stop_when_done(tmp_path):
     status, _, _ = _post(line.split("=", 1)[1], _request("hello"))
     assert status == 200 and process.wait(timeout=30) == 0
     assert json.loads((tmp_path / "r.jsonl").read_text())["answered_by"] == "turn 1: greet"
-    bad = subprocess.run([sys.executable, "-m", "apex_core.scripted_model", "--script", "nope"], cwd=REPO_ROOT,
+    bad = subprocess.run([sys.executable, "-m", "scripted_model", "--script", "nope"], cwd=REPO_ROOT,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no script file 'nope'" in bad.stderr

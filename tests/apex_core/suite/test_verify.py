@@ -5,7 +5,7 @@ import json
 import pytest
 
 from apex_core.tasks import get_task
-from apex_core.tasks.verify import verify_task
+from apex_core.suite.verify import verify_task
 
 
 def test_the_cpu_task_verifies_with_its_baseline_and_reference_solution():
@@ -41,21 +41,21 @@ def _timed(overall: float, interval: tuple[float, float], shapes: list[tuple[flo
 
 
 def test_a_tie_at_one_shape_within_noise_does_not_fail_a_faster_solution():
-    from apex_core.tasks.verify import speed_problems
+    from apex_core.suite.verify import speed_problems
 
     result = _timed(1.04, (1.02, 1.06), [(1.12, (1.10, 1.14)), (0.997, (0.99, 1.004))])
     assert speed_problems(result) == []
 
 
 def test_a_significant_loss_at_one_shape_fails_the_solution():
-    from apex_core.tasks.verify import speed_problems
+    from apex_core.suite.verify import speed_problems
 
     result = _timed(1.02, (1.01, 1.03), [(1.07, (1.06, 1.08)), (0.967, (0.96, 0.975))])
     assert speed_problems(result) == ["reference solution is slower than the baseline at [{'tokens': 2}] (95% interval below 1.0)"]
 
 
 def test_a_solution_not_significantly_faster_overall_fails():
-    from apex_core.tasks.verify import speed_problems
+    from apex_core.suite.verify import speed_problems
 
     result = _timed(1.003, (0.998, 1.008), [(1.003, (0.998, 1.008))])
     assert "not significant" in speed_problems(result)[0]
