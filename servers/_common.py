@@ -127,6 +127,10 @@ def _error(request_id: int | str | None, code: int, message: str) -> mcp_types.J
     return mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=mcp_types.ErrorData(code=code, message=message))
 
 
+READ_ONLY = mcp_types.ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+"""For tools that change nothing of the user's (``ToolSummary.read_only`` in the registry says which)."""
+
+
 def create_server(name: str, instructions: str) -> FastMCP:
     """A FastMCP server that logs to stderr and hides the details of unexpected exceptions."""
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")

@@ -19,12 +19,12 @@ from pydantic import BaseModel, BeforeValidator, Field
 
 from apex_core.grader.cache import default_cache_dir
 from apex_core.grader.judge import GradeOptions
-from apex_core.grader.result import GradeResult
+from apex_core.grader.result import GradeResult, Outcome
 from apex_core.grader.service import MAX_STEP_TIMEOUT_S, Ranked, grade_solutions, rank
 from apex_core.hardware.detect import DetectedDevice
 from apex_core.hardware.specs import GpuSpec
 from apex_core.hardware.target import resolve_target
-from servers._common import create_server, user_errors_as_tool_errors
+from servers._common import READ_ONLY, create_server, user_errors_as_tool_errors
 
 mcp = create_server(
     "apex-grader",
@@ -66,7 +66,7 @@ class GradeSummary(BaseModel):
 
     task_id: str
     solution_path: str
-    outcome: Literal["ok", "compile_error", "runtime_error", "timeout", "crash", "wrong_answer", "tampering", "infra_error"]
+    outcome: Outcome
     reason: str
     compiled: bool
     correct: bool
@@ -99,7 +99,7 @@ def summarize(result: GradeResult) -> GradeSummary:
     return GradeSummary(
         task_id=result.task_id,
         solution_path=result.solution_path,
-        outcome=result.outcome.value,
+        outcome=result.outcome,
         reason=result.reason,
         compiled=result.compiled,
         correct=result.correct,
@@ -150,7 +150,7 @@ Backend = Annotated[
 ]
 
 
-@mcp.tool
+@mcp.tool(annotations=READ_ONLY)
 @user_errors_as_tool_errors
 async def grade_solution(
     task_id: TaskId,
@@ -167,7 +167,7 @@ async def grade_solution(
     return summarize(results[0])
 
 
-@mcp.tool
+@mcp.tool(annotations=READ_ONLY)
 @user_errors_as_tool_errors
 async def check_correctness(task_id: TaskId, solution_path: SolutionPath, ctx: Context, timeout_s: Timeout = 180.0) -> GradeSummary:
     """Check a solution's correctness on every test and hidden shape without timing it: the fast
@@ -176,7 +176,7 @@ async def check_correctness(task_id: TaskId, solution_path: SolutionPath, ctx: C
     return summarize(results[0])
 
 
-@mcp.tool
+@mcp.tool(annotations=READ_ONLY)
 @user_errors_as_tool_errors
 async def benchmark(
     task_id: TaskId, solution_path: SolutionPath, ctx: Context, timeout_s: Timeout = 180.0, backend: Backend = "apex"
@@ -193,7 +193,7 @@ class Comparison(BaseModel):
     results: list[GradeSummary]
 
 
-@mcp.tool
+@mcp.tool(annotations=READ_ONLY)
 @user_errors_as_tool_errors
 async def compare(
     task_id: TaskId,
@@ -215,7 +215,7 @@ class HardwareReport(BaseModel):
     cache_flush_bytes: int | None
 
 
-@mcp.tool
+@mcp.tool(annotations=READ_ONLY)
 @user_errors_as_tool_errors
 def hardware_spec(
     gpu: Annotated[str | None, Field(min_length=2, max_length=32,

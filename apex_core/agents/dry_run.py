@@ -21,8 +21,8 @@ class DryRunAgent:
     name = "dry-run"
 
     def __init__(self, overwrite: bool = False) -> None:
+        # Replace a solution file that differs from the stored one (someone's own work, otherwise kept).
         self.overwrite = overwrite
-        """Replace a solution file that differs from the stored one (someone's own work, otherwise kept)."""
 
     def preflight(self, task: Task, solution_path: Path) -> None:
         """Refuse, before anything is written, what ``run`` could not do or should not do."""

@@ -389,20 +389,12 @@ def evaluate(
     from apex_core.evaluation import run_eval
 
     backend = make_agent("dry-run" if dry_run else agent, model=agent_model, max_turns=max_turns, overwrite=overwrite)
-    with console.status(f"evaluating {task_id} with the {backend.name} agent", spinner="dots") if not as_json else _null():
+    with console.status(f"evaluating {task_id} with the {backend.name} agent", spinner="dots") if not as_json else contextlib.nullcontext():
         report = run_eval(backend, task_id=task_id, output_dir=output_dir, gpu=gpu)
     if as_json:
         _print_json(report.model_dump(mode="json"))
         return
     render.eval_report(console, report)
-
-
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *_: object) -> None:
-        return None
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -106,17 +106,17 @@ class Grading:
         self.make_inputs = load_reference(task.inputs)
         self.reference = load_reference(task.reference)
         self.roofline = load_reference(task.roofline)
+        # Why the profiler found that the solution's own kernels did not do the work ('' if they did).
         self.no_custom_kernel = ""
-        """Why the profiler found that the solution's own kernels did not do the work ('' if they did)."""
+        # Bootstrap draws of each timed shape's speedup, combined into the overall interval.
         self.speedup_draws: list[Any] = []
-        """Bootstrap draws of each timed shape's speedup, combined into the overall interval."""
+        # Timed shape index -> the solution's worker's shift there (its time of our baseline over
+        # the baseline worker's) and bootstrap draws of it; see ``calibration``.
         self.corrections: dict[int, tuple[float, np.ndarray]] = {}
-        """Timed shape index -> the solution's worker's shift there (its time of our baseline over
-        the baseline worker's) and bootstrap draws of it; see ``calibration``."""
         self.calibrated_worker: WorkerProcess | None = None
         self.stage_token = secrets.token_hex(4)
+        # The baseline's worker of this grading, its own until ``close``.
         self._baseline: WorkerProcess | None = None
-        """The baseline's worker of this grading, its own until ``close``."""
         self._baseline_healthy = True
         self.phases: dict[str, float] = {}
         self.timing_method = ""

@@ -59,8 +59,8 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
     clocks_before = STATE.background.submit(fingerprint.read_clocks, run.on_gpu)
     compiled = correct = False
     outcome, reason = Outcome.ok, ""
+    # The device's slot, held from before the first worker starts until the last one is done.
     slot = contextlib.ExitStack()
-    """The device's slot, held from before the first worker starts until the last one is done."""
     try:
         if STATE.dirty_environment:
             raise GradingFailed(

@@ -28,8 +28,8 @@ class WorkerPool:
         self._start_worker = start_worker
         self._ready: dict[WorkerSpec, list[WorkerProcess]] = {}
         self._starting: dict[WorkerSpec, int] = {}
+        # Ready workers wanted per spec: ready_per_spec, raised each time a take finds none.
         self._target: dict[WorkerSpec, int] = {}
-        """Ready workers wanted per spec: ready_per_spec, raised each time a take finds none."""
         self._lock = threading.Lock()
         self._closed = False
 
@@ -37,9 +37,7 @@ class WorkerPool:
         """A started worker for ``spec``: a pooled one if ready, else a new one.
 
         Finding the pool empty means gradings outpace the starts: the pool then keeps one more
-        worker ready for this spec (up to MAX_READY). On an H200 (2026-11-30) three ready workers
-        still ran dry in 2 of 8 back-to-back gradings of about 3 s, whose replacements took about
-        10 s to start; those gradings took 14-15 s.
+        worker ready for this spec (up to MAX_READY; docs/grader.md, 'Measured reasons').
         """
         worker = None
         with self._lock:
@@ -66,10 +64,9 @@ class WorkerPool:
         """Top the pool up for ``spec`` in the background. The judge calls it when a grading takes a
         worker; the new workers start on the cores no timing uses (``process.startup_cpus``).
 
-        Every missing worker starts at once, each in its own thread. Started one after another,
-        at about 10 s each on a GPU host (import, device context, profiler start-up), they fell
-        behind gradings of about 4 s: on an H200 (2026-11-30) two gradings in eight found the pool
-        empty, started their own worker and took 13-14 s.
+        Every missing worker starts at once, each in its own thread: a GPU worker takes seconds to
+        start (import, device context, profiler start-up), and started one after another they fell
+        behind the gradings (docs/grader.md, 'Measured reasons').
         """
         with self._lock:
             if self._closed:

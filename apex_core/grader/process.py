@@ -276,18 +276,18 @@ class WorkerProcess:
         self.memory_bytes = spec.memory_bytes or default_memory_bytes()
         self.scratch = Path(tempfile.mkdtemp(prefix="apex-worker-"))
         self.log_path = self.scratch / "worker.log"
+        # (uid, gid) the solution runs as outside its namespaces when the judge is root.
         self.identity = sandbox.candidate_identity() if spec.confined else None
-        """(uid, gid) the solution runs as outside its namespaces when the judge is root."""
         if self.identity is not None:
             os.chown(self.scratch, *self.identity)
+        # (copy under the scratch directory, the compile cache it came from and goes back to).
         self._cache_copies: list[tuple[Path, Path]] = []
-        """(copy under the scratch directory, the compile cache it came from and goes back to)."""
         to_worker_r, self._to_worker = os.pipe()
         self._from_worker, from_worker_w = os.pipe()
         for fd in (self._to_worker, from_worker_w):
             _widen_pipe(fd)
+        # Where the worker leaves large replies (call outputs); None where the system has none.
         self._shared = wire.SharedFile.create()
-        """Where the worker leaves large replies (call outputs); None where the system has none."""
         passed = (to_worker_r, from_worker_w) + ((self._shared.fd,) if self._shared else ())
         config = {
             "pass_fds": list(passed),
@@ -432,9 +432,8 @@ class WorkerProcess:
         """Kill everything below the reaper now; the reaper collects it and exits in the background.
 
         The grading goes on (to its integrity check) as soon as every process below the reaper has
-        SIGKILL pending, since none of them can act any more. Waiting for the reaper instead, that
-        is for the worker's device context to be torn down, took about 0.26 s of every grading on
-        an H200 (2026-11-30).
+        SIGKILL pending, since none of them can act any more; waiting for the reaper, that is for
+        the worker's device context to be torn down, cost every grading time (docs/grader.md, 'Measured reasons').
         """
         from apex_core.grader.reaper import kill_below
 

@@ -85,9 +85,8 @@ def _resident_bytes(pid: int, page: int) -> int:
 
 CHILDREN_LISTED = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
 """Whether the kernel lists a process's children (CONFIG_PROC_CHILDREN): then ``descendants``
-reads only the tree below the root, not every process of the machine. A whole scan every 50 ms
-cost each idle reaper about 5% of a core on a loaded CI machine (226 processes, 2026-12-01:
-170-450 ms a scan, against 16 ms for the tree)."""
+reads only the tree below the root, not every process of the machine, which a reaper scanning
+every 50 ms cannot afford on a busy machine (docs/grader.md, 'Measured reasons')."""
 
 
 def descendants(root: int) -> tuple[list[int], int]:

@@ -31,10 +31,10 @@ class CallRotation:
     def __init__(self, input_sets: int, buffers: int) -> None:
         if input_sets < 1 or buffers < 1:
             raise ValueError(f"a rotation needs at least one input set and one buffer, got {input_sets} and {buffers}")
+        # The staged input set each buffer is filled with at staging: set ``slot mod input_sets``.
         self.held = [slot % input_sets for slot in range(buffers)]
-        """The staged input set each buffer is filled with at staging: set ``slot mod input_sets``."""
+        # Buffer -> the seed of the inputs it held at its last timed call.
         self.last_timed: dict[int, int] = {}
-        """Buffer -> the seed of the inputs it held at its last timed call."""
 
     @property
     def buffers(self) -> int:

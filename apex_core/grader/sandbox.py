@@ -77,7 +77,6 @@ MS_RELATIME = 1 << 21
 MS_STRICTATIME = 1 << 24
 MNT_DETACH = 2
 ST_NOATIME = 1024
-ST_NODIRATIME = 2048
 ST_RELATIME = 4096
 AT_RECURSIVE = 0x8000
 MOUNT_ATTR_RDONLY = 0x1
@@ -457,13 +456,13 @@ def spawn(
     process that is a child subreaper: the child dies with the caller. Raises SandboxError when the
     child could not be set up; nothing of it is left running then.
     """
+    # The caller keeps the write end only: the child sees EOF once the caller is gone.
     lifeline_r, lifeline_w = os.pipe()
-    """The caller keeps the write end only: the child sees EOF once the caller is gone."""
+    # From the children: 'pid N' (the confined worker's pid) or 'error ...'; EOF once exec'd.
     status_r, status_w = os.pipe()
-    """From the children: 'pid N' (the confined worker's pid) or 'error ...'; EOF once exec'd."""
+    # Closed by the caller once it has collected the first child: the worker, now the caller's
+    # child, may then ask to die with it (asked earlier, the first child's exit would kill it).
     gate_r, gate_w = os.pipe()
-    """Closed by the caller once it has collected the first child: the worker, now the caller's
-    child, may then ask to die with it (asked earlier, the first child's exit would kill it)."""
     child = os.fork()
     if child == 0:
         try:

@@ -76,14 +76,14 @@ class BaselineWorkers:
 class GraderState:
     def __init__(self) -> None:
         self.baseline_workers = BaselineWorkers()
+        # The baseline's profiler trace per task, task content and device: which stream it times.
         self.baseline_traces: dict[tuple[str, str, str], dict[str, Any]] = {}
-        """The baseline's profiler trace per task, task content and device: which stream it times."""
+        # The baseline's last median per task, device and timed shape: which shapes calibration skips.
         self.baseline_medians: dict[tuple[str, str, str, tuple[tuple[str, int], ...]], float] = {}
-        """The baseline's last median per task, device and timed shape: which shapes calibration skips."""
+        # Set once a solution changed an installed library; nothing graded here after that can be trusted.
         self.dirty_environment: list[str] = []
-        """Set once a solution changed an installed library; nothing graded here after that can be trusted."""
+        # Reads a grading needs but need not wait for at once (the clocks before and after it).
         self.background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="apex-judge")
-        """Reads a grading needs but need not wait for at once (the clocks before and after it)."""
 
     def close(self) -> None:
         self.baseline_workers.close_all()

@@ -70,14 +70,13 @@ def relative_standard_error_of_median(samples: list[int], robust: bool = True) -
     median runs from the (n/2 - 0.98·√n)-th to the (n/2 + 0.98·√n)-th sample, and half its width
     divided by 1.96 is one standard error. A few samples stretched by the host (preempted between
     the spin and the launch) say nothing about the kernel, and this ignores them; by 1.2533·σ/√n
-    they held the two small shapes of grader_bench to their whole 0.6 s budget, about 1.4 s of a
-    3.9 s grading on an H200 (2026-11-30). On a stepped timer it measures the median's spread in
-    whole steps.
+    they held small shapes to their whole time budget (docs/grader.md, 'Measured reasons'). On a stepped timer it measures the
+    median's spread in whole steps.
 
     Otherwise (CPU samples, timed by the host itself): 1.2533·σ/√n. There the host's load is the
     noise, and it comes in bursts that stretch whole rounds; σ sees them and keeps the rounds
     alternating longer, where the order statistics stopped after 6 rounds and let one burst decide
-    (the baseline against itself measured 0.54x and 1.86x on a loaded 2-core machine).
+    (docs/grader.md, 'Measured reasons').
     """
     n = len(samples)
     if n < 3:
@@ -108,9 +107,8 @@ SHORT_CALL_NS = 20_000
 """Calls shorter than this are dominated by launch latency, where processes differ most."""
 BETWEEN_PROCESS_SPREAD_SHORT = 0.019
 BETWEEN_PROCESS_SPREAD_LONG = 0.0045
-"""Standard deviation of log(speedup) between worker processes. The baseline graded against itself
-on an H200 (2026-11-30, docs/benchmarks.md, 24 gradings at each shape): 1.7-2.1% at 6-7 us calls,
-0.4-0.5% at 39 us (root mean square of log speedup around 0, so a consistent lean counts too)."""
+"""Standard deviation of log(speedup) between worker processes, for calls shorter and longer than
+SHORT_CALL_NS: the baseline graded against itself on an H200 (docs/grader.md, 'Measured reasons')."""
 
 
 def with_between_process_spread(draws: np.ndarray, baseline_median_ns: float, seed: int = 0) -> np.ndarray:
@@ -124,11 +122,10 @@ def with_between_process_spread(draws: np.ndarray, baseline_median_ns: float, se
 
     The factor belongs to the pair of processes, not to a shape: in the baseline-against-itself
     runs of docs/benchmarks.md the speedups at (256, 4096) and (4, 4096) of one grading moved
-    together (correlation 0.6-0.8 over five runs of 12-24 gradings). So every shape of a grading
-    gets the same normal variates (the same ``seed``), scaled by its own spread; independent ones
-    would average out over the shapes and leave the overall interval too narrow (one baseline
-    graded against itself was credited 1.018x that way, 2026-11-30). Shapes calibrated in the
-    solution's own worker do not take this term (``calibration.calibrate``).
+    together. So every shape of a grading gets the same normal variates (the same ``seed``), scaled
+    by its own spread; independent ones would average out over the shapes and leave the overall
+    interval too narrow (docs/grader.md, 'Measured reasons'). Shapes calibrated in the solution's own worker do not take this
+    term (``calibration.calibrate``).
     """
     spread = BETWEEN_PROCESS_SPREAD_SHORT if baseline_median_ns < SHORT_CALL_NS else BETWEEN_PROCESS_SPREAD_LONG
     rng = np.random.default_rng([seed, 1])
@@ -137,12 +134,8 @@ def with_between_process_spread(draws: np.ndarray, baseline_median_ns: float, se
 
 CALIBRATED_RESIDUAL_SPREAD = 0.012
 """Standard deviation of log(speedup) left after the correction by the solution worker's measured
-shift (``calibration.calibrate``). On an H200 (2026-11-30, docs/benchmarks.md), with calibration and
-timing on the same stage: the baseline graded against itself 20 times had a root mean square log
-speedup of 0.64% at (256, 4096) and 0.81% at (4, 4096), against 1.8% and 2.2% uncorrected; a
-faster honest kernel graded 12 times had speedups spread over 3.4% and 4.2% (about 1.0-1.3% as a
-standard deviation), since a process's shift is not quite the same for two different kernels
-(``benchmarks/process_spread.py``). The larger figure is used."""
+shift (``calibration.calibrate``): a process's shift is not quite the same for two different
+kernels, so it is larger than what the baseline against itself leaves (docs/grader.md, 'Measured reasons')."""
 
 
 def with_process_shift(draws: np.ndarray, shift_draws: np.ndarray, seed: int = 0) -> np.ndarray:

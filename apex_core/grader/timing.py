@@ -36,8 +36,7 @@ MIN_ROUNDS = 6
 MAX_REPS_PER_REQUEST = 32
 """Timing alternates baseline and solution in short requests (about 20 ms of device time each for
 small kernels) and at least MIN_ROUNDS of them, so drift in clocks or temperature falls on both
-alike. With requests of up to 200 calls, the baseline timed against itself came out up to 1.9%
-off at (256, 4096) on an H200 (2026-11-29)."""
+alike; longer requests let it fall on one side (docs/grader.md, 'Measured reasons')."""
 COVER_FACTOR = 3
 COVER_MARGIN_NS = 20_000
 MIN_COVER_NS = 50_000
@@ -135,8 +134,8 @@ def time_shape(
     with run.phase("timing.stage"):
         launch_ns = stage(workers, shape, seeds, buffers, kept=run.kept_stage(index) if calibrated else None)
     cover_ns = launch_cover_ns(launch_ns["baseline"]) if on_gpu else 0
+    # The judge's own account of which input set each of the solution's buffers held.
     rotation = CallRotation(len(seeds), buffers)
-    """The judge's own account of which input set each of the solution's buffers held."""
     timed = time_rounds(run, workers, flush, cover_ns, rotation)
     assert timed is not None
     samples, threads = timed

@@ -8,12 +8,8 @@ synchronization. Once the end event has completed, everything the call put on th
 done, so an honest call leaves the device idle and the wait is only the synchronization's own
 latency; a longer wait is work the events missed. This is the second line behind the profiler's
 stream check, and it needs no trace: it also sees work a profiler would attribute to the timed
-stream by mistake.
-
-The first design waited from the call's return instead of from the end event, without the cover.
-On an H200 (2026-11-30) a solution that queued 20 RMSNorm launches on a side stream at
-(8192, 4096) passed it: launching from Python took about as long as the kernels ran, so little
-was left after the return, and the events, on an idle stream, stretched over the launches too.
+stream by mistake. (Why from the end event and under the cover, not from the call's return:
+docs/grader.md, 'Measured reasons'.)
 """
 
 from __future__ import annotations
@@ -33,11 +29,7 @@ def unseen_work_reason(event_ns: list[int], after_end_ns: list[int], control_aft
     event's completion to the end of a device-wide synchronization, for the same calls;
     ``control_after_end_ns``: the same wait measured on the baseline just before. Only the
     solution's wait beyond the baseline's counts: a busy host or driver (another process creating a
-    device context on the same GPU) slows both alike. Without the control, an honest solution
-    waited 55 us, just over the slack, in one of 30 back-to-back gradings on a single-GPU H200
-    (2026-11-30) while the warm pool kept starting workers on that GPU; that contention is the
-    likely cause, not isolated. With the control, 62 gradings on an H200 (2026-11-30) gave no such
-    verdict.
+    device context on the same GPU) slows both alike (docs/grader.md, 'Measured reasons').
     """
     if not event_ns or len(event_ns) != len(after_end_ns):
         return ""

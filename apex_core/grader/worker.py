@@ -89,9 +89,9 @@ class _DeviceTimers:
         self._device = device
         self._zero = torch.Tensor.zero_
 
+        # Rate of the device spin's clock, measured by ``calibrate`` (the spin counts cycles of a
+        # clock whose rate differs between vendors and with the clock state).
         self.spin_cycles_per_ns = 2.0
-        """Rate of the device spin's clock, measured by ``calibrate`` (the spin counts cycles of a
-        clock whose rate differs between vendors and with the clock state)."""
 
     def calibrate(self) -> None:
         """Time the spin itself with events (median of 3); called when the device is warm."""
@@ -119,10 +119,8 @@ class _DeviceTimers:
         """Evict the last-level cache by writing ``buffer`` (at least twice its size).
 
         A write leaves the cache full of dirty lines that the timed call partly pays to write
-        back, as GPU MODE's and Triton's do_bench clears do. Flushing by reading instead was
-        measured on an H200 (2026-11-30, docs/benchmarks.md): it took 4.6 us off an RMSNorm at
-        (8192, 4096), putting us 12% away from the GPU-MODE-style figure, and it did not make small
-        calls more repeatable across processes, so the write stays.
+        back, as GPU MODE's and Triton's do_bench clears do. Flushing by reading instead moved us
+        away from the GPU-MODE-style figure and made small calls no more repeatable (docs/grader.md, 'Measured reasons').
         """
         self._zero(buffer)
 
@@ -167,20 +165,20 @@ class Worker:
         self.function: Callable[..., Any] | None = None
         self.own_kernels: list[str] = []
         self.cpu: int | None = None
+        # The cores the worker started on (those no timing uses): where it compiles.
         self.free_cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
-        """The cores the worker started on (those no timing uses): where it compiles."""
         self.pool: list[list[Any]] = []
         self.buffers: list[list[Any]] = []
         self.rotation = CallRotation(1, 1)
+        # Call buffer -> what its last timed call returned, and its arguments.
         self.timed_outputs: dict[int, tuple[Any, list[Any]]] = {}
-        """Call buffer -> what its last timed call returned, and its arguments."""
+        # The shape of the current stage: timed calls draw fresh inputs of it.
         self.stage_shape: dict[str, int] = {}
-        """The shape of the current stage: timed calls draw fresh inputs of it."""
+        # Stages kept by name (shape, input sets, call buffers), oldest first, at most KEPT_STAGES.
         self.kept_stages: dict[str, tuple[dict[str, int], list[list[Any]], list[list[Any]]]] = {}
-        """Stages kept by name (shape, input sets, call buffers), oldest first, at most KEPT_STAGES."""
+        # The task's input generator (reference, dtype, params): inputs are drawn here, on the
+        # device, from the seeds the judge sends, instead of travelling through the pipe.
         self.inputs: dict[str, Any] = {}
-        """The task's input generator (reference, dtype, params): inputs are drawn here, on the
-        device, from the seeds the judge sends, instead of travelling through the pipe."""
         self.make_inputs: Callable[..., Any] | None = None
         self.flush_buffer: Any = None
         self.torch: ModuleType | None = None

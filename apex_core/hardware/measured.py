@@ -72,7 +72,7 @@ def measured_rates(device: str = "cuda", dtypes: tuple[str, ...] = ("bfloat16", 
     import torch
 
     # Events are recorded on the current device's stream: measuring 'cuda:1' from a process whose
-    # current device is 0 timed an empty stream (120 TB/s "copies" on an H200, 2026-11-30).
+    # current device is 0 would time an empty stream (absurd "copies" of over 100 TB/s).
     with torch.cuda.device(torch.device(device)):
         rates = {}
         for dtype in dtypes:

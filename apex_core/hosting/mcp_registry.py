@@ -36,6 +36,9 @@ class ToolSummary(BaseModel):
     timeout_s: int = Field(default=60, ge=1, le=24 * 3600)
     """How long one call may legitimately take on the target machine; hosts that cut tool calls
     short (Codex defaults to 60 s) get at least this much."""
+    read_only: bool = False
+    """The tool changes nothing of the user's (it may write Apex's own caches): the server marks it
+    ``readOnlyHint``, so that hosts may run it without asking (Cursor's Ask mode runs only these)."""
 
 
 class ToolProbe(BaseModel):
@@ -99,15 +102,15 @@ SERVERS: tuple[ServerSpec, ...] = (
         module="servers.grader",
         description="Grades kernel solutions out of process: correctness, interleaved timing, score, RL reward.",
         tools=(
-            ToolSummary(name="check_correctness", timeout_s=900,
+            ToolSummary(name="check_correctness", timeout_s=900, read_only=True,
                         when_to_use="check a solution on every test and hidden shape, no timing (fast, while iterating)"),
-            ToolSummary(name="grade_solution", timeout_s=1800,
+            ToolSummary(name="grade_solution", timeout_s=1800, read_only=True,
                         when_to_use="the full verdict: correctness, timing against the baseline, score"),
-            ToolSummary(name="benchmark", timeout_s=1800,
+            ToolSummary(name="benchmark", timeout_s=1800, read_only=True,
                         when_to_use="time a solution against the baseline on the benchmark shapes"),
-            ToolSummary(name="compare", timeout_s=3600,
+            ToolSummary(name="compare", timeout_s=3600, read_only=True,
                         when_to_use="grade several solutions of one task and rank them"),
-            ToolSummary(name="hardware_spec", timeout_s=30,
+            ToolSummary(name="hardware_spec", timeout_s=30, read_only=True,
                         when_to_use="the target GPU's peak numbers with sources, for roofline estimates"),
         ),
         pass_env=GPU_ENVIRONMENT,
@@ -166,3 +169,6 @@ def check_registry(servers: tuple[ServerSpec, ...] | None = None) -> None:
         duplicates = sorted({value for value in values if values.count(value) > 1})
         if duplicates:
             raise ValueError(f"two registered MCP servers share a {attribute}: {', '.join(duplicates)}")
+
+
+check_registry()  # a registry that hosts would silently merge fails at import, in every process

@@ -10,6 +10,7 @@ way, started from an unrelated folder.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 from pathlib import Path
 
@@ -20,9 +21,13 @@ from apex_core.hosting import hosts
 from apex_core.hosting.mcp_registry import SERVERS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("cursor_config", Path(__file__).parent / "cursor_config.py")
+assert _spec is not None and _spec.loader is not None
+cursor_config = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(cursor_config)
 
 
-def _session(spec: hosts.LaunchSpec, environ: dict[str, str]) -> tuple[set[str], dict]:
+def _session(spec: cursor_config.LaunchSpec, environ: dict[str, str]) -> tuple[set[str], dict]:
     registered = next(s for s in SERVERS if s.name == spec.name)
     assert spec.command is not None and registered.probe is not None
     transport = StdioTransport(command=spec.command, args=spec.args, env={**environ, **spec.env},
@@ -38,7 +43,7 @@ def _session(spec: hosts.LaunchSpec, environ: dict[str, str]) -> tuple[set[str],
 
 
 def test_every_server_in_the_committed_cursor_config_starts_from_the_workspace(client_env):
-    specs = hosts.load_cursor_config(REPO_ROOT / ".cursor" / "mcp.json", workspace=REPO_ROOT, environ=client_env)
+    specs = cursor_config.load_cursor_config(REPO_ROOT / ".cursor" / "mcp.json", workspace=REPO_ROOT, environ=client_env)
     assert {s.name for s in specs} == {s.name for s in SERVERS}
     for spec in specs:
         assert spec.command == str(REPO_ROOT / ".venv" / "bin" / "python")  # ${workspaceFolder} expanded
@@ -53,7 +58,7 @@ def test_the_user_scope_cursor_config_starts_from_any_folder(apex_cli, client_en
     elsewhere = tmp_path / "some-other-project"
     elsewhere.mkdir()
     path = Path(client_env["HOME"]) / ".cursor" / "mcp.json"
-    specs = hosts.load_cursor_config(path, workspace=elsewhere, environ=client_env)
+    specs = cursor_config.load_cursor_config(path, workspace=elsewhere, environ=client_env)
     assert {s.name for s in specs} == {s.name for s in SERVERS}
     for spec in specs:
         assert spec.command == hosts.default_python() and os.path.isabs(spec.command)

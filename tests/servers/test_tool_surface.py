@@ -52,6 +52,14 @@ def test_the_registry_lists_exactly_the_tools_each_server_has(listed, name):
 
 
 @pytest.mark.parametrize("name", SERVER_IDS)
+def test_tools_the_registry_calls_read_only_are_annotated_read_only_and_no_others(listed, name):
+    spec = next(s for s in all_servers() if s.name == name)
+    read_only = {t.name for t in spec.tools if t.read_only}
+    annotated = {t.name for t in listed[name] if t.annotations is not None and t.annotations.readOnlyHint}
+    assert annotated == read_only
+
+
+@pytest.mark.parametrize("name", SERVER_IDS)
 def test_every_tool_description_tells_an_agent_when_to_use_it(listed, name):
     for tool in listed[name]:
         description = tool.description or ""

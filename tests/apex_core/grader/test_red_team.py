@@ -1,6 +1,6 @@
 """Solutions that attack the grader's process model, each with the verdict it must get.
 
-The hack classes of ../shared/research/peers.md that concern processes and files: detached
+The reward-hack classes of docs/grader.md that concern processes and files: detached
 children, memory exhaustion, killing itself, editing the grader's or the baseline's files.
 """
 
@@ -206,7 +206,7 @@ def test_slowing_the_baseline_by_editing_it_earns_no_speedup(task, tmp_path):
         baseline.write_bytes(original)
 
 
-# --- hack classes of peers.md that apply to a CPU task ------------------------------------------
+# --- hack classes of docs/grader.md that apply to a CPU task ------------------------------------
 
 
 def test_a_cache_keyed_on_the_input_buffer_is_caught_by_checking_the_timed_outputs(task, tmp_path):
