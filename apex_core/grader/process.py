@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from apex_core.grader import protocol, sandbox, wire
+from apex_core.grader.scratch import new_scratch
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 PASSED_THROUGH_ENV = (
@@ -274,7 +275,7 @@ class WorkerProcess:
         self._closed = False
         self._close_lock = threading.Lock()
         self.memory_bytes = spec.memory_bytes or default_memory_bytes()
-        self.scratch = Path(tempfile.mkdtemp(prefix="apex-worker-"))
+        self.scratch = new_scratch()
         self.log_path = self.scratch / "worker.log"
         # (uid, gid) the solution runs as outside its namespaces when the judge is root.
         self.identity = sandbox.candidate_identity() if spec.confined else None
