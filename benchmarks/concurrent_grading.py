@@ -1,12 +1,13 @@
 """Many gradings at once through the grader's MCP server, over streamable HTTP and over stdio.
 
-Run: .venv/bin/python benchmarks/concurrent_grading.py [--task cpu-mini__rms_norm] [--per-kind 2]
+Run: ``.venv/bin/python benchmarks/concurrent_grading.py [--task cpu-mini__rms_norm] [--per-kind 2]``
 
 It starts the server as a user would (``apex mcp serve apex-grader --http HOST:PORT`` and the
 stdio command of ``.mcp.json``), sends honest, wrong and tampering solutions at once over both
 transports, and checks every verdict against the one the same file gets when graded alone. It
 prints each grading's outcome and the server's throughput under that load (gradings per minute).
-The CI test ``tests/servers/test_concurrent_gradings.py`` runs the same load, smaller.
+The CI test ``tests/servers/test_concurrent_gradings.py`` sends the same load (2 files per kind).
+Figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations

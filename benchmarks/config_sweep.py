@@ -3,18 +3,17 @@
 A tuning tool for the reference solutions, run on a GPU (not a test):
 ``python benchmarks/config_sweep.py --task deepseek-r1__silu_and_mul --out sweep.json``.
 
-Why it exists: at decode sizes a memory-bound kernel runs in 5-8 us, most of it launch latency, and
-the differences between tile choices are 1-3%. Triton's autotuner times each config once, in the
-process it runs in, and can pick a config that loses to the baseline by that much. This script
-takes the grader's discipline instead: every call gets a last-level-cache flush, a device spin
-that hides the host's launch overhead, and its own events; inputs rotate over 8 seeded sets; the
-variants alternate in rounds of 32 calls in a shuffled order, so clock drift falls on all of them.
+At decode sizes a memory-bound kernel runs in 5-8 us and tile choices differ by 1-3%, which
+Triton's autotuner (one timing per config, in its own process) cannot resolve. So every call here
+gets a last-level-cache flush, a device spin that hides the host's launch overhead, and its own
+events; inputs rotate over 8 seeded sets; the variants alternate in rounds of 32 calls in a
+shuffled order, so clock drift falls on all of them.
 
 Each kernel below lists the launch choices worth comparing; ``baseline`` is the task's own
 baseline, ``solution`` the reference solution as shipped. Each variant calls the solution's own
 entry point with its launch rule ``_tile`` pinned to one choice, so what is timed is the shipped
-wrapper, not a copy of it.
-Record what it prints, with machine and date, next to the choice it justifies.
+wrapper, not a copy of it. Record what it prints, with machine and date, next to the choice it
+justifies (the reference solution's comments).
 """
 
 from __future__ import annotations

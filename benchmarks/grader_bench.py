@@ -1,9 +1,13 @@
-"""Grader benchmarks on a GPU: latency, throughput, repeatability, self-consistency, agreement.
+"""Grader benchmark on a GPU: latency, throughput, repeatability, the baseline against itself, agreement.
 
-Run on the target machine (not a test): ``python benchmarks/grader_bench.py --out results.json``.
-It grades the Triton RMSNorm task of Llama-3.1-8B with the warm pool, then compares the grader's
-solution medians with triton.testing.do_bench and a GPU-MODE-style harness. Record what it
-prints, with machine and date, in docs/benchmarks.md.
+Grades the red team's honest faster RMSNorm (or ``--solution``) on the Llama-3.1-8B RMSNorm task at
+three shapes with the warm pool: (a) latency and (b) throughput over ``--repeats`` gradings, (c) the
+spread of the solution's medians, (d) the baseline graded against itself ``--self-repeats`` times,
+(e) the solution's medians against triton.testing.do_bench and a GPU-MODE-style harness.
+
+Run on the GPU machine (not a test):
+``python benchmarks/grader_bench.py --repeats 12 --self-repeats 12 --out results.json > results.txt``.
+Figures, with machine, date and commit: docs/benchmarks.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,15 @@
-"""Whether the shift a GPU process puts on a small kernel's time is shared by the kernels it runs.
+"""Whether the shift a GPU process puts on a short kernel's time is shared by the kernels it runs.
 
-The baseline graded against itself landed up to 2-3% off 1.0 at 4-7 us calls because its two
-worker processes time the same kernel differently (docs/benchmarks.md). Earlier versions of this
-script ruled out, one by one (all on an H200, 2026-11-30; results in benchmarks/results/):
+N fresh processes, one after another, each time the Llama RMSNorm baseline and the red team's
+``honest_faster`` on the same call buffers at (4, 4096) and (256, 4096), the kernel picked at random
+for every call (refill, cache flush, launch cover and events as the grader's worker does). Prints the
+spread between processes of each median and of their ratio: a ratio steadier than either median
+means the shift is shared, which lets ``calibration.calibrate`` correct a solution's speedup by
+timing our baseline in the solution's worker. ``--stages N`` stages every shape N times in each
+process, to see whether a process keeps its shift from one staging to the next.
 
-- the cache flush and the output's address (commit 94834c8, ``process-spread-...-94834c8``);
-- batching 4 or 16 calls between one event pair, 64 call buffers instead of 8, and the SM clock
-  (commit cc77d3a, ``process-spread-...-cc77d3a``);
-- where the data sits: 64 call buffers, every tensor in its own allocation at a random offset,
-  and outputs moved by spacers (``process-spread-scattered-...``);
-- where the code sits: the module imported 8 times, its kernel loaded at 8 places, each copy with
-  the same median (``process-spread-copies-...``).
-
-This version asks whether the shift is common to the kernels a process runs at a shape, so that
-a kernel timed in both processes (our baseline) measures it and can correct a solution's speedup
-(``calibration.calibrate``). N fresh processes, one after another, each time the Llama RMSNorm baseline
-and a faster honest solution (the red team's ``honest_faster``) on the same call buffers, the
-kernel picked at random for every call (refill, cache flush, launch cover and events as the
-grader does). If the ratio of the two medians is steadier from process to process than either
-median, the shift is shared (``process-spread-shared-shift-...``). With ``--stages N`` each
-process stages every shape N times over (new inputs and buffers), to see whether a process keeps
-its shift from one staging to the next (``process-spread-restaged-...``).
-Run on a GPU: ``python benchmarks/process_spread.py --processes 10``. Not a test.
+Run on a GPU (not a test): ``python benchmarks/process_spread.py --processes 10 --out spread.json``.
+Figures, and what was ruled out before: docs/benchmarks.md.
 """
 
 from __future__ import annotations

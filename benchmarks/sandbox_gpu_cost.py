@@ -1,21 +1,15 @@
-"""Where confinement's cost goes on a GPU machine (run there; not a test).
+"""What confinement costs on a GPU machine: confined against unconfined, alternating (not a test).
 
-docs/benchmarks.md found confined gradings on an H200 about 1.6 s slower than unconfined ones
-(correctness +0.5 s, calibration +0.6 s, staging +0.2 s), while a confined process start costs
-under 15 ms (benchmarks/sandbox_start.py). This separates the suspects, each confined (the
-sandbox user, its own namespaces and view) and unconfined (the judge's user and view), alternating:
+1. Device work in a bare process under the reaper: import torch, CUDA context, 64 MB device-to-host
+   copies into pageable memory, a pinned allocation, 200 small copies, 2000 kernel launches, and
+   RLIMIT_MEMLOCK as the process sees it (only root ignores it: the sandbox user does not).
+2. Whole gradings of the Llama RMSNorm task (its baseline, or a red-team solution), with their phases.
+3. The files in the candidate's compile cache before and after each grading: a confined worker
+   compiles in a copy in its scratch that is copied back when it closes, so it stops growing after
+   the first grading.
 
-1. device work in a bare process under the reaper: import torch, CUDA context, 64 MB
-   device-to-host copies into pageable memory, a pinned allocation, 200 small copies (as the
-   judge's output reads are), 2000 kernel launches; and RLIMIT_MEMLOCK as the process sees it
-   (only root ignores it: the sandbox user does not);
-2. whole gradings of the Triton RMSNorm baseline (warm pool), with their phases;
-3. how many files each candidate compile cache holds afterwards (a confined worker compiles into a
-   copy in its scratch directory, copied back when it is closed: if that failed, every confined
-   grading would compile its kernels again).
-
-Run: ``python benchmarks/sandbox_gpu_cost.py [--gradings 3]``; record what it prints, with machine
-and date, in docs/benchmarks.md.
+Run: ``python benchmarks/sandbox_gpu_cost.py [--solution honest_faster] [--gradings 3] [--skip-device-work]``.
+Figures, with machine, date and commit: docs/benchmarks.md.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ falls on both alike:
   as a grading pays it; closed after each start.
 
 Run: ``.venv/bin/python benchmarks/sandbox_start.py [--rounds 20]``. Prints medians and quartiles
-in milliseconds.
+in milliseconds. Figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations

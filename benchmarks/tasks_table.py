@@ -10,8 +10,8 @@ Figures come only from these files: per task the largest timed shape's baseline 
 reference-solution medians, the speedup at every timed shape, and the fraction of this device's
 measured copy bandwidth (memory-bound) or matmul rate (compute-bound) reached at the largest shape.
 Given measured rates (the options) replace the ones each verifying process measured, so that one
-table uses one reference; the rates that verify runs before 2026-11-30 measured on a second GPU
-were wrong (events on the wrong device), which the options correct.
+table uses one reference (and so that runs whose own rates were wrong can be used: before
+2026-11-30, verify timed a second GPU's rates with events on the wrong device).
 """
 
 from __future__ import annotations
