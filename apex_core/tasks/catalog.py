@@ -1,7 +1,8 @@
 """Finding tasks: the shipped definitions plus any directories named in ``APEX_TASK_DIRS``.
 
-Definitions are read and checked as a whole, so one malformed file is reported with its path and
-what is wrong instead of surfacing later as an odd grading failure.
+A definition is read over its kernel's defaults (``families``), its "@field" values resolved from
+the model registry, and the result checked as a whole, so one malformed file is reported with its
+path and what is wrong instead of surfacing later as an odd grading failure.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pydantic import ValidationError
 
 from apex_core.errors import TaskDefinitionError, UnknownNameError
 from apex_core.models import ModelConfig, get_model
+from apex_core.tasks.families import apply_defaults
 from apex_core.tasks.schema import Task, load_reference
 
 if sys.version_info >= (3, 11):
@@ -70,9 +72,10 @@ def load_task_file(path: Path) -> Task:
         model = get_model(model_name)
     except UnknownNameError as exc:
         raise TaskDefinitionError(f"task definition {path}: {exc}") from None
-    resolved = _resolve_model_refs(raw, model, path)
-    if resolved.get("model") != model.slug:
-        resolved["model"] = model.slug
+    merged = apply_defaults(raw, f"task definition {path}")
+    merged["model"] = model.slug
+    merged.setdefault("id", f"{model.slug}__{merged['kernel']}")
+    resolved = _resolve_model_refs(merged, model, path)
     try:
         task = Task.model_validate(resolved)
     except ValidationError as exc:

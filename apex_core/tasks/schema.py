@@ -1,8 +1,13 @@
 """The task format: everything the grader, the prompt and the agent need to know about one task.
 
-A task is data (a TOML file in ``definitions/``) that names code in a kernel family by
-``module:function`` references. Values written ``"@field"`` are read from the task's model config
-(``"@hidden_size"``), so shapes follow the registry rather than being copied into every task.
+A task is data: a TOML file in ``definitions/`` merged over its kernel's defaults file in the kernel
+family (``apex_core/kernels/<family>/<kernel>.defaults.toml``, see ``families``). Code is named one
+way everywhere: by a path relative to the family directory, ``baseline_triton.py`` for a source file
+and ``__init__.py:reference_torch`` for a function in a Python file. A loaded ``Task`` holds the same
+addresses prefixed with the family (``rms_norm/__init__.py:reference_torch``), i.e. relative to
+``apex_core/kernels``, so a task is self-describing wherever it travels (the grader's workers get
+the ``inputs`` address as a string). Values written ``"@field"`` are read from the task's model
+config (``"@hidden_size"``), so shapes follow the registry rather than being copied into every task.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -22,8 +28,18 @@ KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 
 Language = Literal["triton", "hip", "python"]
 ArrayLibrary = Literal["torch", "numpy"]
-CorrectnessMode = Literal["pytorch", "library_test"]
+CorrectnessMode = Literal["pytorch"]
+"""How correctness is judged: the solution's outputs against the task's PyTorch (or NumPy)
+reference, in the trusted judge. A mode that ran an inference library's own tests instead was
+declared once and never implemented; it was removed rather than left as a promise."""
 Shape = dict[str, int]
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_FILE = r"(?:[A-Za-z0-9_.-]+/)*[A-Za-z0-9_.-]+"
+SOURCE_ADDRESS = re.compile(rf"{_FILE}\.(?:py|hip|cu)")
+"""A source file, relative to a kernel family: ``baseline_triton.py``, ``baseline.hip``."""
+FUNCTION_ADDRESS = re.compile(rf"(?P<file>{_FILE}\.py):(?P<function>{_NAME})")
+"""A function in a Python file, relative to a kernel family: ``__init__.py:reference_torch``."""
 
 
 class Tolerance(BaseModel):
@@ -55,6 +71,10 @@ class Task(BaseModel):
     id: str
     model: str
     kernel: str
+    family: str
+    """The kernel family: the directory under ``apex_core/kernels`` that holds the task's code and
+    its kernel's defaults file (one family can provide several kernels: ``fp8_quant`` provides
+    ``per_token_quant_fp8`` and ``per_token_group_quant_fp8``)."""
     language: Language
     array_library: ArrayLibrary
     description: str
@@ -62,13 +82,16 @@ class Task(BaseModel):
     signature: str
     contract: str
     baseline: str
-    """Path of the baseline source, relative to ``apex_core/kernels``."""
+    """The baseline source, ``<family>/<file>`` (relative to ``apex_core/kernels``)."""
     reference: str
+    """The correctness reference, ``<family>/<file>.py:<function>``."""
     inputs: str
+    """The input generator ``(shape, dtype, seed, device, params) -> args``, ``<family>/<file>.py:<function>``."""
     roofline: str
+    """The roofline model ``(shape, dtype, params) -> Roofline``, ``<family>/<file>.py:<function>``."""
     dtype: str
     difficulty: int = Field(ge=1, le=3)
-    correctness_mode: CorrectnessMode
+    correctness_mode: CorrectnessMode = "pytorch"
     params: dict[str, bool | int | float | str] = Field(default_factory=dict)
     """Task parameters from the model registry; booleans stay booleans (a flag rendered as 1.0 in a
     prompt reads as a number)."""
@@ -95,7 +118,6 @@ class Task(BaseModel):
     speedup_ceiling: float = Field(default=10.0, gt=1)
     """Speedups above this are re-measured in a hardened mode before they earn anything."""
     library: LibraryKernel | None = None
-    library_test_command: list[str] | None = None
 
     @field_validator("id")
     @classmethod
@@ -107,10 +129,18 @@ class Task(BaseModel):
 
     @field_validator("reference", "inputs", "roofline")
     @classmethod
-    def _is_code_reference(cls, value: str) -> str:
-        module, sep, function = value.partition(":")
-        if not sep or not module or not function:
-            raise ValueError(f"{value!r} must be 'package.module:function'")
+    def _is_function_address(cls, value: str) -> str:
+        family, _, rest = value.partition("/")
+        if not FUNCTION_ADDRESS.fullmatch(rest) or not family:
+            raise ValueError(f"{value!r} must be '<family>/<file>.py:<function>'")
+        return value
+
+    @field_validator("baseline")
+    @classmethod
+    def _is_source_address(cls, value: str) -> str:
+        family, _, rest = value.partition("/")
+        if not SOURCE_ADDRESS.fullmatch(rest) or not family:
+            raise ValueError(f"{value!r} must be '<family>/<file>' (a .py, .hip or .cu source)")
         return value
 
     @model_validator(mode="after")
@@ -120,8 +150,9 @@ class Task(BaseModel):
             raise ValueError(f"id {self.id!r} must be '{self.model}__{self.kernel}' (model '__' kernel)")
         if self.dtype not in self.tolerances:
             raise ValueError(f"no tolerance for the task's dtype {self.dtype!r}")
-        if self.correctness_mode == "library_test" and not self.library_test_command:
-            raise ValueError("correctness_mode 'library_test' needs library_test_command")
+        for name in ("baseline", "reference", "inputs", "roofline"):
+            if not getattr(self, name).startswith(f"{self.family}/"):
+                raise ValueError(f"{name} {getattr(self, name)!r} is not in the task's kernel family {self.family!r}")
         if self.language == "python" and self.array_library != "numpy":
             raise ValueError("a 'python' task is a CPU task over NumPy arrays")
         dims = set(self.test_shapes[0])
@@ -179,19 +210,37 @@ class Task(BaseModel):
         return self.language in ("triton", "hip")
 
     def content_hash(self) -> str:
-        """Hash of the definition and every file it draws on, for provenance and caching."""
+        """Hash of the resolved definition and every file it draws on, for provenance and caching.
+
+        The resolved definition already contains what the kernel's defaults file contributed, so
+        an edit there changes the hash of every task that inherits it (the grade cache re-grades)."""
         digest = hashlib.sha256(json.dumps(self.model_dump(), sort_keys=True).encode())
         digest.update(self.baseline_source.encode())
         for ref in (self.reference, self.inputs, self.roofline):
-            module = importlib.import_module(ref.partition(":")[0])
-            if module.__file__:
-                digest.update(Path(module.__file__).read_bytes())
+            digest.update((KERNELS_DIR / ref.partition(":")[0]).read_bytes())
         return digest.hexdigest()
 
 
+def module_of(address: str) -> str:
+    """The import name of the Python file a kernels-relative address names
+    (``rms_norm/__init__.py:f`` -> ``apex_core.kernels.rms_norm``)."""
+    path = address.partition(":")[0]
+    if not path.endswith(".py"):
+        raise ValueError(f"{address!r} does not name a Python file")
+    parts = path[: -len(".py")].split("/")
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(["apex_core", "kernels", *parts])
+
+
 def load_reference(ref: str) -> Callable[..., Any]:
-    """Import the function a ``module:function`` reference names."""
-    module_name, _, function_name = ref.partition(":")
+    """Import the function a ``<family>/<file>.py:<function>`` address names (relative to
+    ``apex_core/kernels``). Only the address is parsed; the import itself is an ordinary one, so
+    a confined worker process needs nothing beyond Apex on its path."""
+    path, sep, function_name = ref.partition(":")
+    if not sep or not FUNCTION_ADDRESS.fullmatch(f"{path.partition('/')[2]}:{function_name}"):
+        raise ValueError(f"{ref!r} must be '<family>/<file>.py:<function>' (relative to apex_core/kernels)")
+    module_name = module_of(ref)
     module = importlib.import_module(module_name)
     function = getattr(module, function_name, None)
     if not callable(function):

@@ -144,7 +144,7 @@ def test_bad_input_is_exit_2_and_one_clear_line(apex_cli, args, expected):
 def test_a_malformed_user_task_definition_is_exit_2_and_names_the_file(apex_cli, tmp_path):
     broken = tmp_path / "cpu-mini__rms_norm.toml"
     shutil.copyfile(DEFINITIONS_DIR / "cpu-mini__rms_norm.toml", broken)
-    broken.write_text(broken.read_text().replace("difficulty = 1", "difficulty = 'hard'"))
+    broken.write_text("difficulty = 'hard'\n" + broken.read_text())
     line = _one_line_error(apex_cli("tasks", "list", env={"APEX_TASK_DIRS": str(tmp_path)}))
     assert str(broken) in line and "difficulty" in line
 

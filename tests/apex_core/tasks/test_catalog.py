@@ -25,7 +25,7 @@ def test_the_cpu_task_is_python_over_numpy_and_the_llama_task_is_triton_in_bf16(
     llama = get_task("llama-3-1-8b-instruct__rms_norm")
     assert (llama.language, llama.array_library, llama.dtype) == ("triton", "torch", "bfloat16")
     assert llama.solution_filename == "solution.py"
-    assert (llama.library.module, llama.library.function) == ("aiter.ops.triton.rmsnorm", "rms_norm")
+    assert (llama.library.module, llama.library.function) == ("aiter.ops.triton.normalization.rmsnorm", "rms_norm")
 
 
 def test_filters_by_model_and_kernel():
@@ -57,7 +57,7 @@ def _copy_definition(tmp_path: Path, name: str = "cpu-mini__rms_norm") -> Path:
 @pytest.mark.parametrize(
     ("edit", "complaint"),
     [
-        (lambda s: s.replace('difficulty = 1', 'difficulty = 7'), "difficulty"),
+        (lambda s: "difficulty = 7\n" + s, "difficulty"),
         (lambda s: s.replace('language = "python"', 'language = "cobol"'), "language"),
         (lambda s: s.replace('model = "cpu-mini"', 'model = "no-such-model"'), "unknown model"),
         (lambda s: s.replace('hidden = "@hidden_size"', 'hidden = "@hidden_sise"'), "names no field"),
@@ -66,8 +66,17 @@ def _copy_definition(tmp_path: Path, name: str = "cpu-mini__rms_norm") -> Path:
         (lambda s: s.replace('[tolerances]\nfloat32', '[tolerances]\nfloat64'), "no tolerance"),
         (lambda s: "unexpected_key = 1\n" + s, "unexpected_key"),
         (lambda s: s + "\nbatch = 2\n", "expected ['hidden', 'rows']"),
-        (lambda s: s.replace('id = "cpu-mini__rms_norm"', 'id = "cpu-mini-rms_norm"'), "'<model-slug>__<kernel>'"),
-        (lambda s: s.replace('[params]', '[params'), "not valid TOML"),
+        (lambda s: 'id = "cpu-mini-rms_norm"\n' + s, "'<model-slug>__<kernel>'"),
+        (lambda s: 'id = "cpu-mini__rms_norm_hip"\n' + s, "must be 'cpu-mini__rms_norm'"),
+        (lambda s: s.replace('"__init__.py:reference_numpy"', '"apex_core.kernels.rms_norm:reference_numpy"'),
+         "must be '<file>.py:<function>', a path relative to apex_core/kernels/rms_norm/"),
+        (lambda s: s.replace('"baseline_python.py"', '"../gemm_bf16/baseline_triton.py"'), "leaves apex_core/kernels/rms_norm/"),
+        (lambda s: s.replace('"baseline_python.py"', '"baseline_python"'), "must be '<file>'"),
+        (lambda s: s.replace('kernel = "rms_norm"', 'kernel = "rms_nrm"'), "unknown kernel 'rms_nrm'"),
+        (lambda s: 'family = "rms_norm"\n' + s, "'family' is not stated in a task"),
+        (lambda s: s.replace('drop_defaults = [', 'drop_defaults = ["speedup_ceiling", '), "does not set"),
+        (lambda s: s.replace('drop_defaults = [', 'drop_defaults = ["language", '), "which the task also states"),
+        (lambda s: s.replace('[tolerances]', '[tolerances'), "not valid TOML"),
     ],
 )
 def test_a_malformed_definition_is_one_clear_error_naming_the_file(tmp_path, edit, complaint):
