@@ -1,0 +1,220 @@
+"""The source index: every kernel of the indexed packages, built incrementally and cached on disk.
+
+Why a cache: torch alone has thousands of Python files, and the identifier, the source explorer
+(issue 16) and the patcher all ask the index, often in separate processes. Each package's entries
+are one JSON file under ``<cache dir>/sources/``, named by the package, its version and a hash of
+its directory. Reading it again costs a ``stat`` per file: a file whose modification time and size
+are unchanged keeps its entries, a changed, new or removed file is read again or dropped. A new
+version of a package has another key, so it is scanned from scratch, and the older version's file
+is removed. A cache file that cannot be read is ignored and rewritten, never trusted in part.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+from apex_core.grader.cache import default_cache_dir
+from apex_core.sources.names import demangle, kernel_name_candidates
+from apex_core.sources.packages import DEFAULT_PACKAGES, PackageSource, installed_packages
+from apex_core.sources.symbols import LaunchSite, SourceSymbol
+from apex_core.sources.triton_scan import scan_python_source
+
+CACHE_FORMAT = 1
+SOURCE_SUFFIXES = (".py",)
+"""What the scanner reads today; issue 16's ``__global__`` scanner adds .cu/.hip/.cpp/.h here."""
+SKIPPED_DIRS = frozenset({"__pycache__", ".git", "node_modules"})
+
+
+class FileEntry(BaseModel):
+    """One file's fingerprint and what it defines and launches."""
+
+    mtime_ns: int
+    size: int
+    kernels: list[SourceSymbol] = Field(default_factory=list)
+    launches: list[LaunchSite] = Field(default_factory=list)
+
+
+class PackageIndex(BaseModel):
+    """The cached index of one installed package version."""
+
+    format: int = CACHE_FORMAT
+    package: str
+    version: str
+    root: str
+    files: dict[str, FileEntry] = Field(default_factory=dict)
+    rescanned: int = Field(default=0, exclude=True, description="files read in this build (0 = all from cache)")
+
+    def symbols(self) -> list[SourceSymbol]:
+        """Kernels with their launch sites attached (launches may be in other files of the package)."""
+        launches: dict[str, list[LaunchSite]] = {}
+        for entry in self.files.values():
+            for launch in entry.launches:
+                launches.setdefault(launch.kernel, []).append(launch)
+        return [
+            symbol.model_copy(update={"launch_sites": tuple(launches.get(symbol.name, ()))})
+            for entry in self.files.values()
+            for symbol in entry.kernels
+        ]
+
+
+def _source_files(root: Path) -> Iterator[Path]:
+    if root.is_file():
+        yield root
+        return
+    for directory, subdirs, files in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if d not in SKIPPED_DIRS)
+        for name in sorted(files):
+            if name.endswith(SOURCE_SUFFIXES):
+                yield Path(directory, name)
+
+
+def _module_name(package: PackageSource, relative: str) -> str:
+    if package.root.is_file():
+        return package.name
+    parts = [package.name, *Path(relative).with_suffix("").parts]
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _scan_file(package: PackageSource, path: Path, relative: str, stat: os.stat_result) -> FileEntry:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return FileEntry(mtime_ns=stat.st_mtime_ns, size=stat.st_size)
+    module = _module_name(package, relative)
+    found = scan_python_source(text, module)
+    kernels = [
+        SourceSymbol(
+            name=k.name, language="triton", package=package.name, version=package.version, module=module,
+            path=str(path), line=k.line, end_line=k.end_line, decorators=k.decorators,
+        )
+        for k in found.kernels
+    ]
+    launches = [LaunchSite(kernel=x.kernel, launcher=x.launcher, path=str(path), line=x.line, arguments=x.arguments) for x in found.launches]
+    return FileEntry(mtime_ns=stat.st_mtime_ns, size=stat.st_size, kernels=kernels, launches=launches)
+
+
+def cache_path(cache_dir: Path, package: PackageSource) -> Path:
+    """``<cache>/sources/<name>-<version>-<hash of root>.json``: the key of one package version."""
+    digest = hashlib.sha256(str(package.root).encode()).hexdigest()[:10]
+    safe_version = "".join(c if c.isalnum() or c in ".+-_" else "_" for c in package.version)
+    return cache_dir / "sources" / f"{package.name}-{safe_version}-{digest}.json"
+
+
+def _read_cache(path: Path, package: PackageSource) -> PackageIndex | None:
+    try:
+        cached = PackageIndex.model_validate_json(path.read_bytes())
+    except (OSError, ValueError, ValidationError):
+        return None
+    if cached.format != CACHE_FORMAT or cached.package != package.name or cached.version != package.version or cached.root != str(package.root):
+        return None
+    return cached
+
+
+def _write_cache(path: Path, index: PackageIndex) -> None:
+    """Atomic write, then removal of other versions' files of the same package and root."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")
+    temporary.write_text(index.model_dump_json())
+    os.replace(temporary, path)
+    root_digest = path.stem.rsplit("-", 1)[-1]
+    for other in path.parent.glob(f"{index.package}-*-{root_digest}.json"):
+        if other != path:
+            other.unlink(missing_ok=True)
+
+
+def index_package(package: PackageSource, cache_dir: Path) -> PackageIndex:
+    """The package's index, reusing the cached entries of files that have not changed."""
+    path = cache_path(cache_dir, package)
+    cached = _read_cache(path, package)
+    previous = cached.files if cached else {}
+    files: dict[str, FileEntry] = {}
+    rescanned = 0
+    for file in _source_files(package.root):
+        relative = file.name if package.root.is_file() else file.relative_to(package.root).as_posix()
+        try:
+            stat = file.stat()
+        except OSError:
+            continue
+        old = previous.get(relative)
+        if old is not None and old.mtime_ns == stat.st_mtime_ns and old.size == stat.st_size:
+            files[relative] = old
+        else:
+            files[relative] = _scan_file(package, file, relative, stat)
+            rescanned += 1
+    index = PackageIndex(package=package.name, version=package.version, root=str(package.root), files=files, rescanned=rescanned)
+    if cached is None or rescanned or set(files) != set(previous):
+        try:
+            _write_cache(path, index)
+        except OSError:
+            pass  # a read-only cache directory costs speed, not correctness
+    return index
+
+
+class SourceIndex:
+    """All kernels of a set of packages, looked up by the names profilers show."""
+
+    def __init__(self, packages: Iterable[PackageIndex], skipped: Iterable[str] = ()) -> None:
+        self.packages = list(packages)
+        self.skipped = list(skipped)
+        self.symbols: list[SourceSymbol] = [s for p in self.packages for s in p.symbols()]
+        self._by_name: dict[str, list[SourceSymbol]] = {}
+        order = {p.package: i for i, p in enumerate(self.packages)}
+        for symbol in sorted(self.symbols, key=lambda s: (_preference(s), order[s.package], s.path, s.line)):
+            self._by_name.setdefault(symbol.name, []).append(symbol)
+
+    def kernels_named(self, name: str) -> list[SourceSymbol]:
+        """Every kernel defined under exactly ``name``, the likeliest first."""
+        return list(self._by_name.get(name, ()))
+
+    def find_kernels(self, profiler_name: str) -> list[SourceSymbol]:
+        """Kernels a profiler's kernel name may denote: exact name first, then with suffixes removed."""
+        for candidate in kernel_name_candidates(demangle(profiler_name.strip())):
+            if candidate in self._by_name:
+                return self.kernels_named(candidate)
+        return []
+
+    def find_kernel(self, profiler_name: str) -> SourceSymbol | None:
+        """The likeliest source of ``profiler_name``, or None for a kernel with no indexed source."""
+        found = self.find_kernels(profiler_name)
+        return found[0] if found else None
+
+
+def _preference(symbol: SourceSymbol) -> int:
+    """Main code before vendor backends, tests and examples, where one name is defined twice."""
+    parts = set(Path(symbol.path).parts)
+    return 1 if parts & {"backends", "tests", "test", "testing", "examples", "benchmarks", "_internal"} else 0
+
+
+def build_index(
+    packages: Iterable[PackageSource] | None = None,
+    cache_dir: Path | None = None,
+    names: tuple[str, ...] | list[str] = DEFAULT_PACKAGES,
+) -> SourceIndex:
+    """The index of ``packages`` (default: the installed ones of ``names``), cached under ``cache_dir``."""
+    if cache_dir is None:
+        cache_dir = default_cache_dir()  # Apex's one cache directory (APEX_CACHE_DIR or ~/.cache/apex)
+    skipped: list[str] = []
+    if packages is None:
+        found, skipped = installed_packages(names)
+        packages = found
+    return SourceIndex([index_package(p, cache_dir) for p in packages], skipped)
+
+
+def index_summary(index: SourceIndex) -> dict[str, object]:
+    """Counts per package, for logs and the CLI: what was indexed and what was skipped."""
+    return {
+        "packages": [
+            {"package": p.package, "version": p.version, "files": len(p.files), "kernels": sum(len(f.kernels) for f in p.files.values()), "rescanned": p.rescanned}
+            for p in index.packages
+        ],
+        "skipped": index.skipped,
+    }
+
+

@@ -1,0 +1,109 @@
+"""The source index finds kernels in installed packages, caches them, and rebuilds what changed."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from apex_core.sources import PackageSource, build_index, index_package, installed_package
+from apex_core.sources.index import cache_path
+
+NORM = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _toy_rms_norm_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+def toy_rms_norm(x, y):
+    _toy_rms_norm_kernel[(x.shape[0],)](x, y, x.shape[1], BLOCK=1024)
+'''
+
+OPS = '''
+from toykernels.norm import _toy_rms_norm_kernel
+
+
+def other_launcher(x):
+    _toy_rms_norm_kernel[(1,)](x, x, 1, BLOCK=32)
+'''
+
+
+@pytest.fixture
+def toy_package(tmp_path: Path) -> PackageSource:
+    root = tmp_path / "site-packages" / "toykernels"
+    root.mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "norm.py").write_text(NORM)
+    (root / "ops.py").write_text(OPS)
+    return PackageSource(name="toykernels", version="1.0", root=root)
+
+
+def test_a_packages_triton_kernel_is_found_with_its_location_and_launchers(toy_package, tmp_path):
+    index = build_index([toy_package], cache_dir=tmp_path / "cache")
+    kernel = index.find_kernel("_toy_rms_norm_kernel")
+    assert kernel is not None
+    assert (kernel.package, kernel.version, kernel.module) == ("toykernels", "1.0", "toykernels.norm")
+    assert kernel.location == f"{toy_package.root / 'norm.py'}:7"
+    assert kernel.launchers == ("toykernels.norm.toy_rms_norm", "toykernels.ops.other_launcher")
+
+
+def test_profiler_names_with_suffixes_find_the_kernel_and_unknown_names_find_none(toy_package, tmp_path):
+    index = build_index([toy_package], cache_dir=tmp_path / "cache")
+    assert index.find_kernel("_toy_rms_norm_kernel_0d1d2de") is not None
+    assert index.find_kernel("void at::native::vectorized_elementwise_kernel<4>(int)") is None
+    assert index.find_kernel("_Z3fooPf") is None
+
+
+def test_a_second_build_reads_the_cache_and_rescans_nothing(toy_package, tmp_path):
+    cache = tmp_path / "cache"
+    assert index_package(toy_package, cache).rescanned == 3
+    again = index_package(toy_package, cache)
+    assert again.rescanned == 0
+    assert [s.name for s in again.symbols()] == ["_toy_rms_norm_kernel"]
+
+
+def test_a_changed_file_alone_is_rescanned(toy_package, tmp_path):
+    cache = tmp_path / "cache"
+    index_package(toy_package, cache)
+    norm = toy_package.root / "norm.py"
+    norm.write_text(NORM + "\n@triton.jit\ndef _second_kernel(x):\n    pass\n")
+    os.utime(norm, ns=(norm.stat().st_atime_ns, norm.stat().st_mtime_ns + 1_000_000))
+    rebuilt = index_package(toy_package, cache)
+    assert rebuilt.rescanned == 1
+    assert sorted(s.name for s in rebuilt.symbols()) == ["_second_kernel", "_toy_rms_norm_kernel"]
+
+
+def test_a_new_version_is_rebuilt_from_scratch_and_replaces_the_old_cache(toy_package, tmp_path):
+    cache = tmp_path / "cache"
+    index_package(toy_package, cache)
+    upgraded = toy_package.model_copy(update={"version": "2.0"})
+    assert index_package(upgraded, cache).rescanned == 3
+    assert cache_path(cache, upgraded).exists() and not cache_path(cache, toy_package).exists()
+
+
+def test_a_corrupt_cache_file_is_ignored_and_rewritten(toy_package, tmp_path):
+    cache = tmp_path / "cache"
+    index_package(toy_package, cache)
+    cache_path(cache, toy_package).write_text("{not json")
+    assert index_package(toy_package, cache).rescanned == 3
+    assert index_package(toy_package, cache).rescanned == 0
+
+
+def test_absent_packages_are_skipped_not_errors(tmp_path):
+    index = build_index(cache_dir=tmp_path / "cache", names=["no_such_package_apex"])
+    assert index.symbols == [] and index.skipped == ["no_such_package_apex"]
+
+
+def test_the_installed_triton_package_has_its_own_kernels_indexed(tmp_path):
+    triton = installed_package("triton")
+    if triton is None:
+        pytest.skip("triton is not installed here")
+    index = build_index([triton], cache_dir=tmp_path / "cache")
+    if not index.symbols:
+        pytest.skip(f"triton {triton.version} ships no @triton.jit functions")
+    assert all(s.package == "triton" and s.version == triton.version and s.language == "triton" for s in index.symbols)
+    first = index.symbols[0]
+    assert Path(first.path).read_text().splitlines()[first.line - 1].lstrip().startswith("def " + first.name)
