@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from apex_core.hardware.target import HardwareTarget
 from apex_core.prompts import build_record
-from apex_core.tasks.reference_solutions import reference_solution_path
+from apex_core.tasks.reference_solutions import reference_solution_source
 from apex_core.tasks.schema import Shape, Task, Tolerance, load_reference
 
 
@@ -43,7 +43,7 @@ class ExportRecord(BaseModel):
 def export_records(tasks: list[Task], target: HardwareTarget, with_solutions: bool = False) -> Iterator[ExportRecord]:
     for task in sorted(tasks, key=lambda t: t.id):
         prompt = build_record(task, target)
-        solution = reference_solution_path(task) if with_solutions else None
+        solution = reference_solution_source(task) if with_solutions else None
         yield ExportRecord(
             task_id=task.id,
             model=task.model,
@@ -62,5 +62,5 @@ def export_records(tasks: list[Task], target: HardwareTarget, with_solutions: bo
             benchmark_shapes=task.timed_shapes,
             tolerances=task.tolerances,
             task_hash=task.content_hash(),
-            reference_solution=solution.read_text(encoding="utf-8") if solution else None,
+            reference_solution=solution,
         )

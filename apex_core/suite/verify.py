@@ -140,7 +140,7 @@ def verify_task(
     verification.phases_s["baseline"] = baseline.phases_s
     solution_path = reference_solution_path(task)
     if solution_path is None:
-        problems.append(f"no reference solution under reference_solutions/{task.id}/")
+        problems.append(f"no reference solution under reference_solutions/{task.kernel}/ (solution.* or {task.model}.*)")
     else:
         say(f"{task.id}: grading the reference solution")
         timed = on_gpu and options.timing

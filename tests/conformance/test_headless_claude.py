@@ -29,7 +29,7 @@ CASES = [
     # The issue's own example; its Triton kernel is timed only on a GPU (on a CPU the run works too,
     # but the grader reports no speedup, which the score assertions below need).
     pytest.param("llama-3-1-8b-instruct__rms_norm", "grade-llama-rms-norm",
-                 REPO_ROOT / "reference_solutions" / "llama-3-1-8b-instruct__rms_norm" / "solution.py",
+                 REPO_ROOT / "reference_solutions" / "rms_norm" / "llama-3-1-8b-instruct.py",
                  id="llama-gpu", marks=pytest.mark.gpu),
 ]
 
