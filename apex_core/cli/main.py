@@ -126,6 +126,25 @@ def tasks_show(task_id: Annotated[str, typer.Argument(help="Task id, e.g. llama-
     render.task_detail(console, task, resolve_target(gpu))
 
 
+@tasks_app.command("new")
+def tasks_new(
+    model: Annotated[str, typer.Option("--model", help="A model of the registry (slug or Hugging Face id).")],
+    kernel: Annotated[str, typer.Option("--kernel", help="A kernel that has a defaults file (rms_norm, gemm_bf16, ...).")],
+    directory: Annotated[Optional[Path], typer.Option("--dir", help="Write the definition here (default: the shipped definitions).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Write it again when this folder already has it.")] = False,
+) -> None:
+    """Scaffold a task of an existing kernel for a model: a definition that loads, and what to fill in."""
+    from apex_core.tasks.scaffold import scaffold_task
+
+    made = scaffold_task(model, kernel, directory, force)
+    lines = [f"wrote {made.path} (task {made.task_id})", f"defaults: {made.defaults}"]
+    if made.solution is not None:
+        lines.append(f"our solution that applies: {made.solution}")
+    lines += ["next:", *(f"  {number}. {step}" for number, step in enumerate(made.to_do, 1))]
+    for line in lines:
+        console.print(line, soft_wrap=True)  # paths whole, never broken across lines
+
+
 @tasks_app.command("verify")
 def tasks_verify(
     task_ids: Annotated[Optional[list[str]], typer.Option("--task", help="Verify this task (repeatable).")] = None,

@@ -108,6 +108,11 @@ def _cached(dirs: tuple[Path, ...]) -> dict[str, Task]:
     return _load_all(dirs)
 
 
+def clear_cache() -> None:
+    """Forget the definitions read so far (after one was written), so the next lookup reads them."""
+    _cached.cache_clear()
+
+
 def all_tasks() -> dict[str, Task]:
     """Every task, by id (cached per set of definition directories)."""
     return _cached(tuple(definition_dirs()))

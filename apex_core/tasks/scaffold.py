@@ -1,0 +1,204 @@
+"""``apex tasks new``: a new task of an existing kernel for a model of the registry, as a TOML file
+that already loads through the catalogue.
+
+What a task shares with the other tasks of its kernel comes from the kernel's defaults file and is
+not written again. What each task states for itself (its prose, and whatever its kernel's tasks do
+not share, such as a GEMM's projection sizes) is copied from the existing task of the kernel that
+overrides the fewest defaults, under TODO comments that say what to rewrite for the new model. The
+file is checked by the catalogue's own loader before it is written, so a model that lacks a value
+the kernel needs (``@kv_lora_rank`` for MLA) is refused with the loader's one-line reason.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from apex_core.errors import ApexUserError, TaskDefinitionError, UnknownNameError
+from apex_core.models import MODELS, get_model
+from apex_core.tasks import catalog
+from apex_core.tasks.families import DEFAULTS_SUFFIX, get_kernel_defaults, kernel_defaults
+from apex_core.tasks.reference_solutions import REFERENCE_SOLUTIONS_DIR, model_constants, reference_solution_source_path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+IDENTITY_KEYS = ("id", "model", "kernel")
+
+
+class Scaffold(BaseModel):
+    """What ``scaffold_task`` wrote and what is left for a person to do."""
+
+    task_id: str
+    path: Path
+    defaults: Path
+    copied_from: str | None
+    solution: Path | None
+    """The reference solution that applies to the new task as things stand (the kernel's shared one),
+    or None where it has none yet."""
+    to_do: list[str]
+
+
+def _known(kind: str, name: str, known: list[str]) -> ApexUserError:
+    return ApexUserError(f"unknown {kind} {name!r}; known {kind}s: {', '.join(sorted(known))}")
+
+
+def _definition_path(task_id: str) -> Path | None:
+    for directory in catalog.definition_dirs():
+        path = directory / f"{task_id}.toml"
+        if path.is_file():
+            return path
+    return None
+
+
+def _closest_sibling(kernel: str) -> tuple[str, dict[str, Any]] | None:
+    """The existing task of ``kernel`` that states the fewest keys of its own (the most typical one)."""
+    siblings = []
+    for task in sorted(catalog.all_tasks().values(), key=lambda t: t.id):
+        if task.kernel != kernel or task.architecture.synthetic:
+            continue
+        path = _definition_path(task.id)
+        if path is not None:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+            siblings.append((len(raw), task.id, raw))
+    if not siblings:
+        return None
+    _, task_id, raw = min(siblings)
+    return task_id, raw
+
+
+# --- TOML text -----------------------------------------------------------------------------------
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        if "\n" in value and '"""' not in value and "\\" not in value:
+            return '"""\n' + value + '"""'
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return "[" + ", ".join(_scalar(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_scalar(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def _is_table_array(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+
+
+def render_definition(model: str, kernel: str, family: str, body: dict[str, Any], header: list[str], copied_note: list[str]) -> str:
+    """The definition's text: identity, then the copied keys (scalars before tables, as TOML needs)."""
+    lines = [*header, f'model = "{model}"', f'kernel = "{kernel}"']
+    lines += [
+        "# Every key not stated here comes from the kernel's defaults, where a key stated here replaces",
+        f"# the default whole: apex_core/kernels/{family}/{kernel}{DEFAULTS_SUFFIX}",
+    ]
+    scalars = {k: v for k, v in body.items() if not isinstance(v, dict) and not _is_table_array(v)}
+    tables = {k: v for k, v in body.items() if isinstance(v, dict)}
+    arrays = {k: v for k, v in body.items() if _is_table_array(v)}
+    if body:
+        lines += ["", *copied_note]
+    lines += [f"{key} = {_scalar(value)}" for key, value in scalars.items()]
+    for key, table in tables.items():
+        lines += ["", f"[{key}]", *(f"{k} = {_scalar(v)}" for k, v in table.items())]
+    for key, rows in arrays.items():
+        for row in rows:
+            lines += ["", f"[[{key}]]", *(f"{k} = {_scalar(v)}" for k, v in row.items())]
+    return "\n".join(lines) + "\n"
+
+
+# --- the scaffold ---------------------------------------------------------------------------------
+
+
+def scaffold_task(model: str, kernel: str, directory: Path | None = None, force: bool = False) -> Scaffold:
+    """Write ``<directory>/<model>__<kernel>.toml`` (default: the shipped definitions), checked as the
+    catalogue checks it. Every refusal is one ApexUserError line."""
+    try:
+        config = get_model(model)
+    except UnknownNameError:
+        raise _known("model", model, list(MODELS)) from None
+    try:
+        defaults = get_kernel_defaults(kernel)
+    except UnknownNameError:
+        raise _known("kernel", kernel, list(kernel_defaults())) from None
+    task_id = f"{config.slug}__{kernel}"
+    directory = directory or catalog.DEFINITIONS_DIR
+    if not directory.is_dir():
+        raise ApexUserError(f"--dir {directory} is not a folder; create it first or leave --dir out")
+    path = directory / f"{task_id}.toml"
+    existing = _definition_path(task_id)
+    if existing is not None and existing.resolve() != path.resolve():
+        raise ApexUserError(f"task {task_id} is already defined in {existing}; edit that file instead")
+    if path.exists() and not force:
+        raise ApexUserError(f"task {task_id} already exists: {path}; edit it, or pass --force to write it again")
+
+    sibling = _closest_sibling(kernel)
+    hf_id = config.hf_id
+    header = [f"# TODO: {kernel} of {hf_id}: where this kernel runs in the model, in a line or two."]
+    if sibling is None:
+        copied_from = None
+        body: dict[str, Any] = {
+            "description": f"TODO: what {kernel} computes at {hf_id}'s sizes, in one sentence.",
+            "contract": f"TODO: the arguments (dtype, shape, device), what to return, and what must not be used for {kernel}.\n",
+        }
+        note = ["# TODO: write the description and the contract; delete the TODO lines."]
+    else:
+        copied_from, raw = sibling
+        body = {k: v for k, v in raw.items() if k not in IDENTITY_KEYS}
+        note = [
+            f"# TODO: copied from {copied_from}. Rewrite the description and contract for",
+            f"# {hf_id} (its sizes and constants), check every key below for this model, then",
+            "# delete the TODO lines.",
+        ]
+    text = render_definition(config.slug, kernel, defaults.family, body, header, note)
+
+    with tempfile.TemporaryDirectory(prefix="apex-new-task-") as scratch:
+        trial = Path(scratch) / path.name
+        trial.write_text(text, encoding="utf-8")
+        try:
+            task = catalog.load_task_file(trial)
+        except TaskDefinitionError as exc:
+            reason = str(exc).replace(f"task definition {trial}: ", "")
+            raise ApexUserError(f"cannot scaffold {task_id}: {reason}") from None
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ApexUserError(f"cannot write {path}: {exc.strerror}") from None
+    catalog.clear_cache()
+
+    to_do = [
+        f"rewrite the description and contract for {hf_id}"
+        + (f" (copied from {copied_from})" if copied_from else "")
+        + " and delete the TODO comments",
+        "check the shapes (test, hidden, benchmark, cpu) and params against the model's sizes: "
+        + f"apex tasks show {task_id}",
+    ]
+    solution = reference_solution_source_path(task)
+    if solution is None:
+        to_do.append(f"write our solution: {REFERENCE_SOLUTIONS_DIR.name}/{kernel}/{config.slug}.py (or the kernel's solution.py)")
+    else:
+        try:
+            model_constants(task, solution)
+        except TaskDefinitionError:
+            to_do.append(f"add a [{config.slug}] table to {REFERENCE_SOLUTIONS_DIR.name}/{kernel}/constants.toml "
+                         "(the launch constants of the shared solution)")
+    to_do.append(f"verify it: apex tasks verify --task {task_id} (CPU: correctness; GPU: correctness and speed)")
+    return Scaffold(task_id=task_id, path=path, defaults=defaults.path, copied_from=copied_from, solution=solution, to_do=to_do)
