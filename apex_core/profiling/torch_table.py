@@ -1,0 +1,106 @@
+"""torch.profiler's events turned into the kernel table: device kernels on a GPU, CPU ops on the CPU."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from torch.autograd import DeviceType
+
+from apex_core.profiling.modules import ModuleRanges, module_of_range
+from apex_core.profiling.records import KernelRecord, Shape
+from apex_core.profiling.table import Launch, add_shapes, finish, summarize_launches
+
+#: Events the profiler records about itself, not work the profiled code did.
+BOOKKEEPING_PREFIXES = ("ProfilerStep", "[memory]", "[OutOfMemory]", "Activity Buffer Request", "Profiler", "Memory Profiler")
+
+CpuGrouping = Literal["module", "op"]
+
+
+def innermost_module(event: Any) -> str | None:
+    """The class of the nearest enclosing ``nn.Module:`` range of a CPU event (itself included)."""
+    while event is not None:
+        module = module_of_range(event.name)
+        if module is not None:
+            return module
+        event = event.cpu_parent
+    return None
+
+
+def _shapes(event: Any) -> list[Shape] | None:
+    shapes = getattr(event, "input_shapes", None)
+    return [list(shape) for shape in shapes] if shapes else None
+
+
+def is_cpu_op(event: Any) -> bool:
+    """A CPU event that is an op of the profiled code, not a range, Python frame or bookkeeping."""
+    return (
+        event.device_type == DeviceType.CPU
+        and not event.is_async
+        and not event.is_user_annotation
+        and not event.is_python_function
+        and not event.name.startswith(BOOKKEEPING_PREFIXES)
+    )
+
+
+def gpu_table(events: Sequence[Any]) -> list[KernelRecord]:
+    """One row per device kernel (and memcpy/memset), linked to its launching op and module."""
+    frontend = {event.id: event for event in events if event.device_type == DeviceType.CPU and event.linked_correlation_id == 0}
+    launches = []
+    for event in events:
+        if event.device_type not in (DeviceType.CUDA, DeviceType.HIP):
+            continue
+        launcher = frontend.get(event.linked_correlation_id)
+        launch_op = None if launcher is None or module_of_range(launcher.name) is not None else launcher.name
+        launches.append(
+            Launch(
+                name=event.name,
+                time_us=event.time_range.end - event.time_range.start,
+                module=innermost_module(launcher),
+                launch_op=launch_op,
+                input_shapes=_shapes(launcher) if launch_op else None,
+            )
+        )
+    return summarize_launches(launches, "cuda")
+
+
+def cpu_table(events: Sequence[Any], ranges: ModuleRanges | None, grouping: CpuGrouping = "module") -> list[KernelRecord]:
+    """CPU ops by self time; with ``grouping="module"`` the ops of a module class form one row."""
+    if grouping == "op":
+        return summarize_launches(
+            (Launch(e.name, e.self_cpu_time_total, innermost_module(e), None, _shapes(e)) for e in events if is_cpu_op(e)),
+            "cpu",
+        )
+    module_calls = Counter(m for m in (module_of_range(e.name) for e in events if e.device_type == DeviceType.CPU) if m)
+    module_ops: dict[str, Counter[str]] = defaultdict(Counter)
+    loose: list[Launch] = []
+    for event in events:
+        if not is_cpu_op(event):
+            continue
+        module = innermost_module(event)
+        if module is None:
+            loose.append(Launch(event.name, event.self_cpu_time_total, None, None, _shapes(event)))
+        else:
+            module_ops[module][event.name] += event.self_cpu_time_total
+    records = summarize_launches(loose, "cpu")
+    for module, ops in module_ops.items():
+        total = sum(ops.values())
+        calls = module_calls[module] or 1
+        shapes: list[list[Shape]] = []
+        for seen in (ranges.input_shapes.get(module, []) if ranges else []):
+            add_shapes(shapes, seen)
+        records.append(
+            KernelRecord(
+                name=f"nn.Module: {module}",
+                device="cpu",
+                calls=calls,
+                total_time_us=total,
+                mean_time_us=total / calls,
+                share=0.0,
+                module=module,
+                input_shapes=shapes,
+                ops=[op for op, _ in ops.most_common()],
+            )
+        )
+    return finish(records)
