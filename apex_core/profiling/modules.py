@@ -47,7 +47,9 @@ class ModuleRanges:
 
     def enter(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         name = type(module).__name__
-        add_shapes(self.input_shapes[name], [list(a.shape) for a in args if isinstance(a, torch.Tensor)])
+        shapes = [list(a.shape) for a in args if isinstance(a, torch.Tensor)]
+        if shapes:  # modules called with keyword tensors only (global hooks see no kwargs) record none
+            add_shapes(self.input_shapes[name], shapes)
         scope = torch.profiler.record_function(MODULE_RANGE_PREFIX + name)
         scope.__enter__()
         self._stack().append(scope)
