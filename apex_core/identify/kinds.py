@@ -1,0 +1,164 @@
+"""What a kernel is: its kind (one of our kernel families, or "other") and its kernel type.
+
+Three kinds of evidence, tried in this order (docs/identify.md says why):
+
+1. the source index's hit: the kernel's own name, then its module path (``liger_kernel.ops.rms_norm``,
+   ``fla.ops.gated_delta_rule.chunk``), which says more than a name that a profiler may shorten;
+2. the innermost ``nn.Module`` class the profiler saw the kernel under (``LlamaRMSNorm``): for the
+   many small PyTorch kernels (``aten::mul``, ``aten::pow``) whose names say nothing;
+3. the kernel's name alone: library and extension kernels (``vllm::rms_norm_kernel``, cuBLAS and
+   CUTLASS GEMMs) with no module recorded.
+
+Every pattern here is anchored on words that name an operation (``rms_norm``, ``gated_delta``),
+never on fragments that occur by chance, and a rule may say "other" to stop a near miss
+(``RMSNormGated`` is not an RMSNorm). GEMM kinds need a dtype: our families are bf16 and fp8.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from apex_core.sources.names import strip_balanced
+
+KERNEL_KINDS: tuple[str, ...] = (
+    "rms_norm", "fused_add_rms_norm", "rope", "silu_and_mul", "swiglu_clamped", "gemm_bf16", "gemm_fp8",
+    "fused_moe", "moe_router", "paged_decode_attention", "prefill_attention", "mla_decode",
+    "gated_delta_rule", "causal_conv1d", "fp8_quant", "reshape_and_cache",
+)
+"""Our kernel families (apex_core/kernels/*), the kinds a kernel can be mapped to besides "other"."""
+
+OTHER = "other"
+GEMM = "gemm"
+"""A GEMM before its dtype is known; ``gemm_kind`` turns it into gemm_bf16, gemm_fp8 or other."""
+
+KernelType = Literal["triton", "native", "aten", "cublas", "cutlass", "hipblaslt", "rocblas", "ck", "asm", "cudnn", "miopen", "other"]
+KERNEL_TYPES: tuple[str, ...] = ("triton", "native", "aten", "cublas", "cutlass", "hipblaslt", "rocblas", "ck", "asm", "cudnn", "miopen", "other")
+LIBRARY_TYPES = frozenset({"cublas", "cutlass", "hipblaslt", "rocblas", "ck", "asm", "cudnn", "miopen"})
+"""Kernels that ship compiled inside a vendor library: no Python-level source to replace."""
+
+
+def _rules(*pairs: tuple[str, str]) -> tuple[tuple[re.Pattern[str], str], ...]:
+    return tuple((re.compile(pattern, re.I), kind) for pattern, kind in pairs)
+
+
+NAME_RULES = _rules(
+    (r"w8a8|fp8\w*_(?:matmul|gemm|mm)\b|(?:matmul|gemm)\w*fp8|_scaled_mm|scaled_mm", "gemm_fp8"),
+    (r"grouped_?(?:gemm|mm)|group_gemm|fused_moe|moe_(?:forward|kernel|gemm|mlp|align|sum)|fmoe", "fused_moe"),
+    (r"fused_add_rms_?norm|add_rms_?norm|rms_?norm\w*residual|residual\w*rms_?norm|skip_rms", "fused_add_rms_norm"),
+    (r"rms_?norm\w*gate|gated\w*rms_?norm|norm_gate", OTHER),
+    (r"rms_?norm", "rms_norm"),
+    (r"swiglu\w*(?:clamp|limit|oai)|clamp\w*swiglu", "swiglu_clamped"),
+    (r"silu_and_mul|silu_mul|act_and_mul|swiglu", "silu_and_mul"),
+    (r"rope\b|_rope|rope_|rotary|rotate_half", "rope"),
+    (r"per_token(?:_group)?_quant|(?:fp8|f8|e4m3)\w*(?<!de)quant|(?<!de)quant\w*(?:fp8|f8|e4m3)|scaled_fp8_quant", "fp8_quant"),
+    (r"reshape_and_cache|concat_and_cache|store_kvcache", "reshape_and_cache"),
+    (r"flash_?mla|mla\w*decode|decode\w*mla", "mla_decode"),
+    (r"paged_?attention|paged_attn|decode_attention|decode_attn|flash_decoding|split_?kv", "paged_decode_attention"),
+    (r"flash_?attn|flash_fwd|fmha|context_attention|prefix_prefill|prefill\w*attention|_attn_fwd|scaled_dot_product|efficient_attention", "prefill_attention"),
+    (r"gated_delta|delta_rule|gdn_", "gated_delta_rule"),
+    (r"causal_conv1d|conv1d|conv_depthwise", "causal_conv1d"),
+    (r"topk_softmax|topk_sigmoid|grouped_topk|moe_router|router_logits|noaux_tc", "moe_router"),
+    (r"gemm|gemv|matmul|cublas|cutlass|xmma|nvjet|^cijk_|hipblaslt|rocblas|wgmma|^aten::(?:mm|addmm|bmm|linear|baddbmm|addmv|mv)$", GEMM),
+)
+"""Operation names, most specific first (fused_add_rms_norm before rms_norm, fp8 GEMMs before GEMMs)."""
+
+_ELEMENTWISE = r"aten::(?:mul|add|sub|neg|cat|slice|div|pow|rsqrt|mean|sigmoid|silu|copy_|to|_to_copy|clamp|minimum|maximum)"
+
+MODULE_RULES: tuple[tuple[re.Pattern[str], re.Pattern[str] | None, str], ...] = tuple(
+    (re.compile(module), re.compile(op, re.I) if op else None, kind)
+    for module, op, kind in (
+        (r"(?:Add|Residual)RMSNorm", None, "fused_add_rms_norm"),
+        (r"RMSNormGated|GatedRMSNorm|NormGate", None, OTHER),
+        (r"RMSNorm|RmsNorm", None, "rms_norm"),
+        (r"RotaryEmbedding", None, "rope"),
+        (r"GatedDeltaNet|GatedDeltaRule", r"conv", "causal_conv1d"),
+        (r"GatedDeltaNet|GatedDeltaRule", None, "gated_delta_rule"),
+        (r"^Conv1d$|ShortConvolution|CausalConv1d", None, "causal_conv1d"),
+        (r"TopkRouter|TopKRouter|Router$", None, "moe_router"),
+        (r"Experts$|SparseMoeBlock$|MoE$|Moe$", None, "fused_moe"),
+        (r"^Linear$|^LinearBase$|ParallelLinear$|ReplicatedLinear$", None, GEMM),
+        (r"Attention$|Attn$", r"paged|decode", "paged_decode_attention"),
+        (r"Attention$|Attn$", _ELEMENTWISE, "rope"),
+        (r"Attention$|Attn$", r"mm|matmul|softmax|attention|attn|fmha|flash", "prefill_attention"),
+        (r"^SiLU$|SiLUActivation", None, "silu_and_mul"),
+        (r"MLP$", _ELEMENTWISE, "silu_and_mul"),
+    )
+)
+"""Innermost module class -> kind. In an Attention module (with sdpa, transformers' default) the
+elementwise ops are the rotary embedding's; in a gated-SwiGLU MLP they are silu(gate) * up."""
+
+
+def kind_from_name(text: str) -> str | None:
+    """The kind a name or dotted path says, or None when it says nothing we recognize."""
+    for pattern, kind in NAME_RULES:
+        if pattern.search(text):
+            return kind
+    return None
+
+
+def kind_from_source(kernel_name: str, module: str | None) -> str | None:
+    """A source hit's kind: its name first, then the module path it is defined in."""
+    return kind_from_name(kernel_name) or (kind_from_name(module) if module else None)
+
+
+def kind_from_module(module_class: str | None, op_name: str) -> str | None:
+    """The kind the innermost module class gives the op ``op_name`` (None where the class says nothing)."""
+    if not module_class:
+        return None
+    for class_pattern, op_pattern, kind in MODULE_RULES:
+        if class_pattern.search(module_class) and (op_pattern is None or op_pattern.search(op_name)):
+            return kind
+    return None
+
+
+def gemm_kind(name: str, dtype: str) -> str:
+    """gemm_fp8 / gemm_bf16 from the kernel name's dtype marks, else from the workload's dtype."""
+    lowered = name.lower()
+    if re.search(r"e4m3|e5m2|fp8|f8f8|_f8_|float8", lowered):
+        return "gemm_fp8"
+    if re.search(r"bf16|bfloat16|bf16bf16", lowered) or dtype in ("bfloat16", "float16"):
+        return "gemm_bf16"
+    return OTHER
+
+
+def qualified_base(name: str) -> str:
+    """``at::native::foo`` from ``void at::native::foo<...>(...)``: namespaces kept, the rest dropped."""
+    text = strip_balanced(strip_balanced(name.strip(), "(", ")"), "<", ">").strip()
+    return text.rsplit(" ", 1)[-1]
+
+
+_TYPE_RULES: tuple[tuple[re.Pattern[str], str], ...] = _rules(
+    (r"cublas|nvjet|xmma|^(?:ampere|hopper|volta|turing|sm\d+)_\w*(?:gemm|gemv)|gemv2?[nt]?_kernel|gemmk1|splitkreduce", "cublas"),
+    (r"cutlass|cute::", "cutlass"),
+    (r"rocblas", "rocblas"),
+    (r"^cijk_|hipblaslt|tensile", "hipblaslt"),
+    (r"\bck::|ck_tile|ck_fmha|device_gemm_xdl|kernel_gemm_xdl", "ck"),
+    (r"\basm\b|_asm_|^fmoe_|aiter::\w*asm", "asm"),
+    (r"cudnn|^cudnn|implicit_convolve|winograd", "cudnn"),
+    (r"miopen", "miopen"),
+)
+
+
+def kernel_type(name: str, has_triton_source: bool) -> str:
+    """Where the kernel comes from, as the ``--kernel-types`` filter names it.
+
+    triton: a Triton kernel (indexed, or Inductor's generated ``triton_poi_*``/``triton_red_*``);
+    aten: PyTorch's own operators and kernels; the vendor libraries by name; native: other
+    compiled CUDA/HIP C++ (extension modules such as vllm/_C.so); other: copies, memsets, the rest.
+    """
+    if has_triton_source:
+        return "triton"
+    base = qualified_base(name)
+    for pattern, library in _TYPE_RULES:
+        if pattern.search(name) or pattern.search(base):
+            return library
+    if name.startswith("aten::") or base.startswith(("at::", "at_cuda_detail", "(anonymous namespace)::", "c10::")):
+        return "aten"
+    if re.match(r"triton_(?:poi|red|per|tem|for|mm|bmm|\w+_fused)", name):
+        return "triton"
+    if re.match(r"(?:memcpy|memset|cudamemcpy|hipmemcpy)", name, re.I):
+        return "other"
+    if "::" in base or name.startswith(("_Z", "void ")):
+        return "native"
+    return "other"

@@ -1,0 +1,73 @@
+"""Real kernel names get the right kind, kernel type and patchability, each with its reason."""
+
+import pytest
+
+from apex_core.identify import identify_row, kind_from_module
+from apex_core.identify.profile import ProfiledKernel
+
+LLAMA = "llama-3-1-8b-instruct"
+CUBLAS_BF16 = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
+CUTLASS_BF16 = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8::Params)"
+
+CASES = [
+    # name, module, kind, kernel type, patchable, words of the reason
+    ("_rms_norm_forward_kernel", None, "rms_norm", "triton", True, "Triton source in liger_kernel"),
+    ("_swiglu_forward_kernel", None, "silu_and_mul", "triton", True, "Triton source in liger_kernel"),
+    ("_triton_rope", None, "rope", "triton", True, "Triton source in liger_kernel"),
+    ("chunk_gated_delta_rule_fwd_kernel_h_blockdim64", None, "gated_delta_rule", "triton", True, "Triton source in fla"),
+    ("recompute_w_u_fwd_kernel", None, "gated_delta_rule", "triton", True, "Triton source in fla"),
+    ("chunk_fwd_kernel_o", "Qwen3_5GatedDeltaNet", "gated_delta_rule", "triton", True, "Triton source in fla"),
+    ("chunk_fwd_kernel_o", None, "other", "triton", False, "no task family"),
+    ("layer_norm_gated_fwd_kernel", None, "other", "triton", False, "no task family"),
+    (CUBLAS_BF16, "Linear", "gemm_bf16", "cublas", False, "vendor library"),
+    ("nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NTN", None, "gemm_bf16", "cublas", False, "vendor library"),
+    (CUTLASS_BF16, None, "gemm_bf16", "cutlass", False, "vendor library"),
+    ("Cijk_Alik_Bljk_BBS_BH_MT128x128x64_MI16x16x16x1_SN_1LDSB1", None, "gemm_bf16", "hipblaslt", False, "vendor library"),
+    ("sm90_xmma_gemm_e4m3e4m3_e4m3f32_f32_tn_n_tilesize128x128x128_cublas", None, "gemm_fp8", "cublas", False, "vendor library"),
+    ("aten::mm", "Linear", "gemm_bf16", "aten", False, "compiled into libtorch"),
+    ("aten::mul", "LlamaRMSNorm", "rms_norm", "aten", False, "record the model to find LlamaRMSNorm.forward"),
+    ("aten::mul", "LlamaMLP", "silu_and_mul", "aten", False, "libtorch"),
+    ("aten::cat", "LlamaAttention", "rope", "aten", False, "libtorch"),
+    ("aten::_scaled_dot_product_flash_attention", "LlamaAttention", "prefill_attention", "aten", False, "libtorch"),
+    ("aten::mul", "Qwen3_5RMSNormGated", "other", "aten", False, "libtorch"),
+    ("void vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long)", None, "fused_add_rms_norm", "native", False, "binary extension"),
+    ("triton_poi_fused_add_mul_0", None, "other", "triton", False, "no indexed source"),
+    ("Memcpy HtoD (Pageable -> Device)", None, "other", "other", False, "no source"),
+]
+
+
+@pytest.mark.parametrize(("name", "module", "kind", "ktype", "patchable", "reason"), CASES)
+def test_a_real_kernel_name_gets_its_kind_type_and_patchability(stack_index, name, module, kind, ktype, patchable, reason):
+    row = ProfiledKernel(name=name, module=module, total_time_us=10.0)
+    found = identify_row(row, 0.1, LLAMA, "bfloat16", stack_index, None)
+    assert (found.kind, found.kernel_type, found.patchable) == (kind, ktype, patchable)
+    assert reason in found.patchable_reason
+
+
+def test_a_triton_hit_points_at_its_file_line_and_launch_site(stack_index):
+    found = identify_row(ProfiledKernel(name="_rms_norm_forward_kernel", total_time_us=1.0), 1.0, LLAMA, "bfloat16", stack_index, None)
+    assert found.source is not None and found.source.endswith("liger_kernel/ops/rms_norm.py:4")
+    assert found.call_site is not None and found.call_site.target == "liger_kernel.ops.rms_norm:_rms_norm_forward_kernel"
+
+
+def test_a_float32_gemm_is_no_gemm_task_of_ours():
+    row = ProfiledKernel(name="aten::mm", module="Linear", total_time_us=1.0)
+    from apex_core.sources import SourceIndex
+
+    assert identify_row(row, 1.0, "cpu-mini", "float32", SourceIndex([]), None).kind == "other"
+
+
+@pytest.mark.parametrize(
+    ("module", "op", "kind"),
+    [
+        ("LlamaRMSNorm", "aten::pow", "rms_norm"),
+        ("Qwen3RMSNorm", "aten::rsqrt", "rms_norm"),
+        ("DeepseekV3TopkRouter", "aten::sigmoid", "moe_router"),
+        ("GptOssExperts", "aten::bmm", "fused_moe"),
+        ("Qwen3MoeSparseMoeBlock", "aten::index_add_", "fused_moe"),
+        ("Qwen3_5GatedDeltaNet", "aten::_conv_depthwise2d", "causal_conv1d"),
+        ("LlamaDecoderLayer", "aten::add", None),
+    ],
+)
+def test_module_classes_name_the_kind_of_the_ops_run_inside_them(module, op, kind):
+    assert kind_from_module(module, op) == kind
