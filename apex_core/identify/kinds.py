@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from apex_core.sources.names import strip_balanced
+from apex_core.profiling.names import strip_balanced
 
 KERNEL_KINDS: tuple[str, ...] = (
     "rms_norm", "fused_add_rms_norm", "rope", "silu_and_mul", "swiglu_clamped", "gemm_bf16", "gemm_fp8",

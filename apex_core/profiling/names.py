@@ -34,6 +34,7 @@ def is_mangled(name: str) -> bool:
     return strip_symbol_suffix(name.strip()).startswith("_Z")
 
 
+@functools.lru_cache(maxsize=4096)
 def demangle(name: str) -> str:
     """The readable form of one kernel name; names that are not mangled come back unchanged."""
     return demangle_many([name])[name]
@@ -81,7 +82,7 @@ def base_name(name: str) -> str:
     text = demangle(name) if is_mangled(name) else name.strip()
     text = text.replace("(anonymous namespace)", "{anon}")
     text = _strip_trailing_group(text, "(", ")")
-    text = _strip_balanced(text, "<", ">")
+    text = strip_balanced(text, "<", ">")
     # The return type, if any, is separated from the name by a space at depth 0.
     text = text.strip().split(" ")[-1] if " " in text.strip() else text.strip()
     return text.replace("{anon}", "(anonymous namespace)")
@@ -103,7 +104,7 @@ def _strip_trailing_group(text: str, opening: str, closing: str) -> str:
     return text
 
 
-def _strip_balanced(text: str, opening: str, closing: str) -> str:
+def strip_balanced(text: str, opening: str, closing: str) -> str:
     """``text`` without any ``<...>`` groups (``operator<`` and friends are kept as they are)."""
     if re.search(r"operator\s*[<>]", text):
         return text

@@ -66,7 +66,15 @@ def test_the_fallback_leaves_templates_and_unknown_grammar_mangled_rather_than_g
     assert fallback_demangle(symbol) is None
 
 
-def test_without_cxxfilt_the_fallback_is_used_and_the_rest_stays_mangled(monkeypatch):
+@pytest.fixture
+def fresh_demangle_cache():
+    """Names demangled with c++filt are remembered; a test without it must not see or leave any."""
+    names.demangle.cache_clear()
+    yield
+    names.demangle.cache_clear()
+
+
+def test_without_cxxfilt_the_fallback_is_used_and_the_rest_stays_mangled(monkeypatch, fresh_demangle_cache):
     monkeypatch.setattr(names.shutil, "which", lambda tool: None)
     assert demangle("_Z7vecCopyv.kd") == "vecCopy()"
     assert demangle(CUTLASS) == CUTLASS
