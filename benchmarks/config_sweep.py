@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from apex_core.tasks import get_task  # noqa: E402
+from apex_core.tasks.reference_solutions import reference_solution_path  # noqa: E402
 from apex_core.tasks.schema import load_reference  # noqa: E402
 
 ROUNDS = 12
@@ -119,7 +120,7 @@ def time_variants(functions: dict[str, Callable[..., Any]], input_sets: list[tup
 def sweep(task_id: str) -> list[dict[str, Any]]:
     task = get_task(task_id)
     baseline = load_module(task.baseline_path, "baseline")
-    solution = load_module(ROOT / "reference_solutions" / task_id / "solution.py", "solution")
+    solution = load_module(reference_solution_path(task), "solution")  # the single file a grader is handed
     # The variants swap the solution's launch rule, so the shipped one is restored on every call.
     shipped = with_rule(solution, task.entry_point, solution._tile)
     functions = {"baseline": getattr(baseline, task.entry_point), "solution": shipped}
