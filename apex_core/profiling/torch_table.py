@@ -45,23 +45,35 @@ def is_cpu_op(event: Any) -> bool:
 
 
 def gpu_table(events: Sequence[Any]) -> list[KernelRecord]:
-    """One row per device kernel (and memcpy/memset), linked to its launching op and module."""
-    frontend = {event.id: event for event in events if event.device_type == DeviceType.CPU and event.linked_correlation_id == 0}
+    """One row per device kernel (and memcpy/memset), linked to its launching op and module.
+
+    torch attaches each device kernel to the CPU op that launched it (``FunctionEvent.kernels``,
+    in every torch 2.x; ``linked_correlation_id`` on the events exists only from about 2.12 on, and
+    the H200's torch 2.11 has none). Device kernels no op claims (a launch the profiler could not
+    correlate) still count, with no launcher.
+    """
     launches = []
+    claimed: Counter[tuple[str, float]] = Counter()
+    for event in events:
+        if event.device_type != DeviceType.CPU or event.is_async or not getattr(event, "kernels", None):
+            continue
+        launch_op = None if module_of_range(event.name) is not None else event.name
+        for kernel in event.kernels:
+            claimed[(kernel.name, kernel.duration)] += 1
+            launches.append(
+                Launch(name=kernel.name, time_us=kernel.duration, module=innermost_module(event), launch_op=launch_op,
+                       input_shapes=_shapes(event) if launch_op else None)
+            )
     for event in events:
         if event.device_type not in (DeviceType.CUDA, DeviceType.HIP):
             continue
-        launcher = frontend.get(event.linked_correlation_id)
-        launch_op = None if launcher is None or module_of_range(launcher.name) is not None else launcher.name
-        launches.append(
-            Launch(
-                name=event.name,
-                time_us=event.time_range.end - event.time_range.start,
-                module=innermost_module(launcher),
-                launch_op=launch_op,
-                input_shapes=_shapes(launcher) if launch_op else None,
-            )
-        )
+        if getattr(event, "is_user_annotation", False) or module_of_range(event.name) is not None:
+            continue  # a range (ours, or record_function's) drawn on the GPU timeline: no kernel
+        key = (event.name, event.time_range.end - event.time_range.start)
+        if claimed[key]:
+            claimed[key] -= 1
+        else:
+            launches.append(Launch(name=event.name, time_us=key[1]))
     return summarize_launches(launches, "cuda")
 
 
