@@ -21,6 +21,7 @@ from rich.console import Console
 
 from apex_core.cli import render
 from apex_core.cli.mcp import app as mcp_app
+from apex_core.cli.workloads import register as register_workloads
 from apex_core.errors import ApexUserError
 
 if TYPE_CHECKING:  # for annotations only
@@ -38,6 +39,7 @@ app = typer.Typer(
 tasks_app = typer.Typer(help="List and inspect the kernel tasks.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(mcp_app, name="mcp")
+register_workloads(app)
 
 # markup=False: contracts, reasons and compiler errors contain brackets ("x[b, t // 16]") that
 # rich would otherwise swallow as markup.

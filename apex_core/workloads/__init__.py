@@ -1,0 +1,34 @@
+"""End-to-end workloads: a model of the registry, an inference stack and a request mix, benchmarked.
+
+Public API (used by the profiler, the identifier and the pipeline):
+
+- ``get_workload(id) -> WorkloadSpec``, ``list_workloads()``: the catalogue (``spec``);
+- ``load(spec) -> LoadedWorkload``: ``.model`` (a torch module; None for a server stack),
+  ``.spec`` (resolved), ``.step()`` (one prefill + decode request mix, synchronized: what the
+  profiler wraps) and ``.close()``;
+- ``benchmark(spec, runs=5, ...) -> BenchmarkResult``: warm-up, N runs, medians, CV gate, drift
+  check, cache, ``results/<run-id>/benchmark.json``.
+
+Stacks: ``transformers`` builds the model in this process from its registry config (``hf``,
+``embedded``), with Liger-Kernel or flash-linear-attention on request (``stacks``); ``vllm`` and
+``sglang`` start a server and load it over its OpenAI-compatible API (``serving``). ``cpu_mini``
+makes the CPU model's RMSNorm call the cpu-mini__rms_norm task's entry point.
+"""
+
+from apex_core.workloads.results import BenchmarkResult, RunResult, StepTiming
+from apex_core.workloads.runner import Workload as LoadedWorkload
+from apex_core.workloads.runner import benchmark, load
+from apex_core.workloads.spec import WorkloadSpec, customize, get_workload, list_workloads
+
+__all__ = [
+    "BenchmarkResult",
+    "LoadedWorkload",
+    "RunResult",
+    "StepTiming",
+    "WorkloadSpec",
+    "benchmark",
+    "customize",
+    "get_workload",
+    "list_workloads",
+    "load",
+]

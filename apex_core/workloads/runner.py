@@ -1,0 +1,226 @@
+"""``benchmark``: warm up, measure N runs, summarize, gate, compare with the last run, store.
+
+Results live in ``<results root>/<run-id>/benchmark.json`` (root: ``--results-dir``, default
+``results/`` in the current folder). The root is also the cache and the history: a run whose
+(workload spec, environment) keys match is reused within ``cache_hours``, and the latest measured
+one is what the drift check compares with. The environment is the grader's fingerprint (device,
+driver, runtime, Python, packages) with the inference packages added, plus any ``environment_extra``
+a caller names (the patcher: which patches are applied), so a patched stack never reuses or
+drifts against an unpatched result.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import json
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from apex_core.errors import ApexUserError
+from apex_core.workloads.results import BenchmarkResult, CvGate, RunResult, StepTiming, drift_against, summarize
+from apex_core.workloads.spec import WorkloadSpec
+
+Progress = Callable[[float, str], None]
+DEFAULT_RUNS = 5
+DEFAULT_WARMUP = 1
+DEFAULT_MAX_CV = 0.05
+DEFAULT_DRIFT = 0.05
+RESULT_FILE = "benchmark.json"
+WORKLOAD_PACKAGES = ("transformers", "liger-kernel", "flash-linear-attention", "fla-core", "vllm", "sglang")
+
+
+class Workload(Protocol):
+    """What ``load`` returns for any stack."""
+
+    spec: WorkloadSpec
+    model: object
+    notes: list[str]
+    timing_method: str
+
+    def step(self) -> StepTiming: ...
+
+    def close(self) -> None: ...
+
+
+def load(spec: WorkloadSpec) -> Workload:
+    """Build or start a workload (resolved first): ``.model``, ``.spec``, ``.step()``, ``.close()``."""
+    spec = spec.resolved()
+    if spec.stack == "transformers":
+        from apex_core.workloads.embedded import load_embedded
+
+        return load_embedded(spec)
+    from apex_core.workloads.serving import load_server
+
+    return load_server(spec)
+
+
+def preflight(spec: WorkloadSpec) -> None:
+    """Refuse, in one line and before any work, a (resolved) workload this machine cannot run."""
+    if spec.stack == "transformers":
+        from apex_core.workloads.embedded import preflight_embedded
+
+        preflight_embedded(spec)
+    else:
+        from apex_core.workloads.serving import preflight_server
+
+        preflight_server(spec)
+
+
+def default_results_root() -> Path:
+    return Path.cwd() / "results"
+
+
+def workload_environment(spec: WorkloadSpec, extra: dict[str, str] | None = None) -> tuple[dict[str, object], str]:
+    """The environment fingerprint of a (resolved) workload, and its key."""
+    from apex_core.grader.fingerprint import environment
+
+    env = environment(spec.on_gpu)
+    packages = dict(env.packages)
+    for name in WORKLOAD_PACKAGES:
+        try:
+            packages[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    for name, value in (extra or {}).items():
+        packages[f"extra:{name}"] = value
+    env = env.model_copy(update={"packages": packages})
+    return env.model_dump(), env.key()
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _new_run_id(spec: WorkloadSpec, when: dt.datetime) -> str:
+    return f"{when.strftime('%Y%m%d-%H%M%S')}-{spec.id}-{secrets.token_hex(3)}"
+
+
+def stored_results(root: Path) -> list[BenchmarkResult]:
+    """Every readable benchmark result under ``root``, oldest first (unreadable files skipped)."""
+    found: list[BenchmarkResult] = []
+    if not root.is_dir():
+        return found
+    for path in root.glob(f"*/{RESULT_FILE}"):
+        try:
+            found.append(BenchmarkResult.model_validate_json(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return sorted(found, key=lambda r: r.created_at)
+
+
+def _matching(root: Path, spec_key: str, environment_key: str) -> list[BenchmarkResult]:
+    return [r for r in stored_results(root) if r.spec_key == spec_key and r.environment_key == environment_key]
+
+
+def cached_result(root: Path, spec_key: str, environment_key: str, hours: float, now: dt.datetime | None = None) -> BenchmarkResult | None:
+    """The newest stored result of this workload and environment no older than ``hours``."""
+    if hours <= 0:
+        return None
+    now = now or _now()
+    for result in reversed(_matching(root, spec_key, environment_key)):
+        age = now - dt.datetime.fromisoformat(result.created_at)
+        if age <= dt.timedelta(hours=hours):
+            return result
+    return None
+
+
+def check_options(runs: int, warmup: int, cache_hours: float, max_cv: float) -> None:
+    if runs < 1:
+        raise ApexUserError(f"--runs {runs}: give 1 or more measured runs ({DEFAULT_RUNS} by default)")
+    if warmup < 0:
+        raise ApexUserError(f"--warmup {warmup}: give 0 or more warm-up runs ({DEFAULT_WARMUP} by default)")
+    if not cache_hours >= 0:
+        raise ApexUserError(f"--cache-hours {cache_hours:g}: give 0 (measure again) or more hours")
+    if not max_cv > 0:
+        raise ApexUserError(f"--max-cv {max_cv:g}: give a fraction above 0, e.g. 0.05 for 5%")
+
+
+def benchmark(
+    spec: WorkloadSpec,
+    runs: int = DEFAULT_RUNS,
+    *,
+    warmup: int = DEFAULT_WARMUP,
+    cache_hours: float = 0.0,
+    results_dir: Path | str | None = None,
+    max_cv: float = DEFAULT_MAX_CV,
+    drift_threshold: float = DEFAULT_DRIFT,
+    environment_extra: dict[str, str] | None = None,
+    progress: Progress | None = None,
+) -> BenchmarkResult:
+    """Measure a workload end to end: ``warmup`` unmeasured steps, then ``runs`` measured ones.
+
+    Returns a stored result instead when one of the same workload and environment is younger than
+    ``cache_hours`` (``cached`` is then true). The CV gate only flags (``cv_gate.exceeded``); the
+    caller decides whether that fails (``apex benchmark --fail-on-cv``).
+    """
+    check_options(runs, warmup, cache_hours, max_cv)
+    report = progress or (lambda fraction, message: None)
+    spec = spec.resolved()
+    preflight(spec)
+    root = Path(results_dir) if results_dir is not None else default_results_root()
+    environment, environment_key = workload_environment(spec, environment_extra)
+    spec_key = spec.key()
+    hit = cached_result(root, spec_key, environment_key, cache_hours)
+    if hit is not None:
+        report(1.0, f"cached result {hit.run_id} ({hit.created_at})")
+        return hit.model_copy(update={"cached": True})
+    history = _matching(root, spec_key, environment_key)
+    previous = history[-1] if history else None
+
+    report(0.0, f"loading {spec.id} ({spec.stack}, {spec.layers} layers, {spec.dtype} on {spec.device})")
+    loaded = load(spec)
+    measured: list[RunResult] = []
+    try:
+        total = warmup + runs
+        for index in range(warmup):
+            report(index / total, f"warm-up {index + 1}/{warmup}")
+            loaded.step()
+        for index in range(runs):
+            report((warmup + index) / total, f"run {index + 1}/{runs}")
+            measured.append(RunResult.from_step(index, loaded.step()))
+        notes, timing_method = list(loaded.notes), loaded.timing_method
+    finally:
+        loaded.close()
+
+    created = _now()
+    run_id = _new_run_id(spec, created)
+    folder = root / run_id
+    summary = summarize(measured)
+    cv = summary["cv"]
+    result = BenchmarkResult(
+        run_id=run_id,
+        workload=spec,
+        spec_key=spec_key,
+        environment=environment,
+        environment_key=environment_key,
+        created_at=created.isoformat(),
+        warmup=warmup,
+        runs=measured,
+        cv_gate=CvGate(threshold=max_cv, exceeded=cv is not None and cv > max_cv),  # type: ignore[operator]
+        drift=drift_against(previous, summary["tokens_per_s"], drift_threshold),  # type: ignore[arg-type]
+        results_dir=str(folder),
+        timing_method=timing_method,
+        notes=notes,
+        **summary,  # type: ignore[arg-type]
+    )
+    write_result(result, folder)
+    report(1.0, f"{result.tokens_per_s:,.0f} tokens/s, cv {_percent(cv)}; {folder / RESULT_FILE}")
+    return result
+
+
+def write_result(result: BenchmarkResult, folder: Path) -> Path:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / RESULT_FILE
+        path.write_text(json.dumps(result.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
+    except OSError as error:
+        raise ApexUserError(f"--results-dir {folder.parent}: cannot write there ({error.strerror}); "
+                            "give a folder you can write") from None
+    return path
+
+
+def _percent(value: object) -> str:
+    return f"{100 * value:.2f}%" if isinstance(value, float) else "n/a"

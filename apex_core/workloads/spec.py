@@ -1,0 +1,219 @@
+"""What a workload is: a model of the registry, an inference stack and a request mix.
+
+A ``WorkloadSpec`` names everything that changes what is measured, so two runs of equal specs (on
+equal environments) are comparable, and its hash keys the result cache and the drift history.
+``layers``, ``dtype`` and ``device`` may be left open (``None`` / ``"auto"``); ``resolved()``
+fixes them for this machine before anything runs, and results record the resolved spec.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from apex_core.errors import ApexUserError, UnknownNameError, nearest
+from apex_core.models import get_model
+
+Stack = Literal["transformers", "vllm", "sglang"]
+KERNEL_STACKS = ("liger", "fla")
+"""Kernel stacks from PyPI that put Triton code into site-packages (``--kernels liger,fla``)."""
+DTYPES = ("auto", "bfloat16", "float16", "float32")
+
+DEFAULT_LAYERS = {"cpu-mini": 2, "llama-3-1-8b-instruct": 2, "qwen3-5-27b": 4, "gpt-oss-20b": 2, "deepseek-r1": 2}
+"""Reduced depth per model: the fewest layers that hold every kind of layer the model has
+(Qwen3.5: three gated-delta-net layers and one full-attention layer; GPT-OSS: one sliding-window
+and one full layer; DeepSeek-R1: one dense and one MoE layer)."""
+
+
+class WorkloadSpec(BaseModel):
+    """One end-to-end workload: which model, on which stack, with which requests."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    model: str
+    """A model registry slug (``apex_core.models``)."""
+    stack: Stack = "transformers"
+    layers: int | None = Field(default=None, ge=1)
+    """Decoder layers to build; None: the model's reduced default (``DEFAULT_LAYERS``)."""
+    batch: int = Field(default=4, ge=1)
+    prompt_tokens: int = Field(default=512, ge=1)
+    decode_tokens: int = Field(default=32, ge=1)
+    """Decode steps after the prefill, one token per sequence each (greedy, KV cache)."""
+    dtype: str = "auto"
+    """auto: bfloat16 on a GPU, float32 on the CPU."""
+    device: str = "auto"
+    """auto: cuda (GPU 0) where torch sees a GPU, else cpu; or cpu, cuda, cuda:N."""
+    kernels: tuple[str, ...] = ()
+    seed: int = 0
+    docker_image: str | None = None
+    """vLLM/SGLang only: serve from this image instead of a local server (None: local)."""
+    description: str = ""
+
+    @field_validator("dtype")
+    @classmethod
+    def _dtype(cls, value: str) -> str:
+        if value not in DTYPES:
+            raise ValueError(f"dtype {value!r}: use one of {', '.join(DTYPES)}")
+        return value
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        if value in ("auto", "cpu", "cuda") or (value.startswith("cuda:") and value[5:].isdigit()):
+            return value
+        raise ValueError(f"device {value!r}: use auto, cpu, cuda or cuda:N")
+
+    @field_validator("kernels")
+    @classmethod
+    def _kernels(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [k for k in value if k not in KERNEL_STACKS]
+        if unknown:
+            raise ValueError(f"unknown kernel stack {unknown[0]!r}: use {', '.join(KERNEL_STACKS)}")
+        return tuple(sorted(set(value)))
+
+    def resolved(self) -> WorkloadSpec:
+        """This spec with layers, dtype and device fixed for this machine."""
+        device = self.device
+        if device == "auto":
+            device = "cuda" if _gpu_available() else "cpu"
+        dtype = self.dtype
+        if dtype == "auto":
+            dtype = "float32" if device == "cpu" else "bfloat16"
+        layers = self.layers if self.layers is not None else DEFAULT_LAYERS.get(self.model, 2)
+        return self.model_copy(update={"device": device, "dtype": dtype, "layers": layers})
+
+    def key(self) -> str:
+        """The identity of what is measured (description left out): cache and drift key."""
+        data = self.model_dump(mode="json", exclude={"description"})
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.device.startswith("cuda")
+
+
+def _gpu_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def _catalogue() -> dict[str, WorkloadSpec]:
+    specs = [
+        WorkloadSpec(
+            id="cpu-mini", model="cpu-mini", batch=2, prompt_tokens=16, decode_tokens=8, dtype="float32", device="cpu",
+            description="A few-MB float32 Llama-shaped model (hidden 1024) whose RMSNorm layers call the cpu-mini__rms_norm "
+                        "task's NumPy entry point; runs anywhere in seconds.",
+        )
+    ]
+    gpu_models = {
+        "llama-3-1-8b-instruct": "Llama-3.1-8B-Instruct",
+        "qwen3-5-27b": "Qwen3.5-27B",
+        "gpt-oss-20b": "GPT-OSS-20B",
+        "deepseek-r1": "DeepSeek-R1",
+    }
+    for slug, name in gpu_models.items():
+        specs.append(WorkloadSpec(
+            id=slug, model=slug,
+            description=f"{name} built from its registry config with transformers (random weights, reduced layers).",
+        ))
+    for stack, what in (("vllm", "vLLM"), ("sglang", "SGLang")):
+        for slug, name in gpu_models.items():
+            specs.append(WorkloadSpec(
+                id=f"{slug}-{stack}", model=slug, stack=stack, batch=8, prompt_tokens=512, decode_tokens=128,
+                description=f"{name} served by {what} (dummy weights, reduced layers) through its OpenAI-compatible API; "
+                            "unverified on hardware.",
+            ))
+    return {s.id: s for s in specs}
+
+
+WORKLOADS: dict[str, WorkloadSpec] = _catalogue()
+
+
+def list_workloads() -> list[WorkloadSpec]:
+    """Every workload of the catalogue, in a stable order."""
+    return list(WORKLOADS.values())
+
+
+def get_workload(workload_id: str) -> WorkloadSpec:
+    """One workload by id; an unknown id names the valid ones."""
+    try:
+        return WORKLOADS[workload_id]
+    except KeyError:
+        raise UnknownWorkloadError(workload_id) from None
+
+
+class UnknownWorkloadError(UnknownNameError):
+    """An unknown workload id; the message lists every valid one (there are few)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__("workload", name, WORKLOADS)
+        close = nearest(name, self.known)
+        hint = f"did you mean {', '.join(repr(c) for c in close)}? " if close else ""
+        self.args = (f"unknown workload {name!r}: {hint}the workloads are {', '.join(WORKLOADS)}",)
+
+
+def customize(
+    spec: WorkloadSpec,
+    *,
+    layers: int | None = None,
+    batch: int | None = None,
+    prompt_tokens: int | None = None,
+    decode_tokens: int | None = None,
+    dtype: str | None = None,
+    device: str | None = None,
+    kernels: str | tuple[str, ...] | None = None,
+    seed: int | None = None,
+    docker_image: str | None = None,
+) -> WorkloadSpec:
+    """``spec`` with the given fields replaced (the CLI's options), checked as a user's input."""
+    updates: dict[str, object] = {}
+    for name, value in (("layers", layers), ("batch", batch), ("prompt_tokens", prompt_tokens),
+                        ("decode_tokens", decode_tokens), ("seed", seed)):
+        if value is None:
+            continue
+        if name != "seed" and value < 1:
+            flag = "--" + name.replace("_", "-")
+            raise ApexUserError(f"{flag} {value}: give a whole number of 1 or more")
+        updates[name] = value
+    if dtype is not None:
+        if dtype not in DTYPES:
+            raise ApexUserError(f"--dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+        updates["dtype"] = dtype
+    if device is not None:
+        updates["device"] = device
+    if kernels is not None:
+        names = tuple(k.strip() for k in (kernels.split(",") if isinstance(kernels, str) else kernels) if k.strip())
+        unknown = [k for k in names if k not in KERNEL_STACKS]
+        if unknown:
+            raise UnknownNameError("kernel stack", unknown[0], KERNEL_STACKS)
+        updates["kernels"] = names
+    if docker_image is not None:
+        if spec.stack == "transformers":
+            raise ApexUserError(f"--docker-image applies to vLLM and SGLang workloads; {spec.id} runs in this process "
+                                f"with transformers (try {spec.model}-vllm)")
+        updates["docker_image"] = docker_image
+    if not updates:
+        return spec
+    try:
+        return WorkloadSpec.model_validate({**spec.model_dump(), **updates})
+    except ValueError as error:
+        raise ApexUserError(_first_error(error)) from None
+
+
+def _first_error(error: ValueError) -> str:
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        message = str(first.get("msg", "")).removeprefix("Value error, ")
+        return f"{'.'.join(str(p) for p in first.get('loc', ()))}: {message}"
+    return str(error)
+
+
+def registry_model(spec: WorkloadSpec):
+    """The registry entry of the workload's model."""
+    return get_model(spec.model)
