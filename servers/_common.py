@@ -131,6 +131,27 @@ READ_ONLY = mcp_types.ToolAnnotations(read_only_hint=True, destructive_hint=Fals
 """For tools that change nothing of the user's (``ToolSummary.read_only`` in the registry says which)."""
 
 
+T = TypeVar("T")
+Progress = Callable[[float, str], None]
+
+
+async def in_thread_with_progress(ctx: Any, work: Callable[[Progress], T]) -> T:
+    """Run blocking ``work(progress)`` in a worker thread, forwarding its ``progress(fraction,
+    message)`` reports to the client as MCP progress notifications (``ctx`` None: dropped)."""
+    import anyio.from_thread
+    import anyio.lowlevel
+    import anyio.to_thread
+
+    loop = anyio.lowlevel.current_token()
+
+    def progress(fraction: float, message: str) -> None:
+        if ctx is not None:
+            # Two decimals: reports that grow by at least 0.1% each show larger.
+            anyio.from_thread.run(ctx.report_progress, round(100 * fraction, 2), 100.0, message, token=loop)
+
+    return await anyio.to_thread.run_sync(lambda: work(progress))
+
+
 def create_server(name: str, instructions: str) -> FastMCP:
     """A FastMCP server that logs to stderr and hides the details of unexpected exceptions."""
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")

@@ -12,8 +12,6 @@ import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import anyio
-import anyio.lowlevel
 from fastmcp import Context
 from pydantic import BaseModel, BeforeValidator, Field
 
@@ -24,7 +22,7 @@ from apex_core.grader.service import MAX_STEP_TIMEOUT_S, Ranked, grade_solutions
 from apex_core.hardware.detect import DetectedDevice
 from apex_core.hardware.specs import GpuSpec
 from apex_core.hardware.target import resolve_target
-from servers._common import READ_ONLY, create_server, user_errors_as_tool_errors
+from servers._common import READ_ONLY, create_server, in_thread_with_progress, user_errors_as_tool_errors
 
 mcp = create_server(
     "apex-grader",
@@ -131,15 +129,9 @@ def summarize(result: GradeResult) -> GradeSummary:
 
 
 async def _grade(ctx: Context | None, task_id: str, paths: list[str], options: GradeOptions, use_cache: bool) -> list[GradeResult]:
-    loop = anyio.lowlevel.current_token()  # progress also comes from the service's heartbeat thread
-
-    def progress(fraction: float, message: str) -> None:
-        if ctx is not None:
-            # Two decimals: the service's reports grow by at least 0.1%, so each one shows larger.
-            anyio.from_thread.run(ctx.report_progress, round(100 * fraction, 2), 100.0, message, token=loop)
-
-    return await anyio.to_thread.run_sync(
-        lambda: grade_solutions(task_id, [Path(p) for p in paths], options, use_cache=use_cache, progress=progress)
+    # Progress also comes from the service's heartbeat thread.
+    return await in_thread_with_progress(
+        ctx, lambda progress: grade_solutions(task_id, [Path(p) for p in paths], options, use_cache=use_cache, progress=progress)
     )
 
 

@@ -7,20 +7,20 @@ and one line that says what is wrong and what would be right; never a traceback.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.console import Console
 
 from apex_core.cli import render
+from apex_core.cli.analysis import register as register_analysis
 from apex_core.cli.mcp import app as mcp_app
+from apex_core.cli.output import JsonOption, console, progress_console, progress_reporter
+from apex_core.cli.output import print_json as _print_json
 from apex_core.cli.workloads import register as register_workloads
 from apex_core.errors import ApexUserError
 
@@ -40,36 +40,12 @@ tasks_app = typer.Typer(help="List and inspect the kernel tasks.", no_args_is_he
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(mcp_app, name="mcp")
 register_workloads(app)
-
-# markup=False: contracts, reasons and compiler errors contain brackets ("x[b, t // 16]") that
-# rich would otherwise swallow as markup.
-console = Console(width=None if sys.stdout.isatty() else 160, markup=False)
-progress_console = Console(stderr=True, markup=False)
-"""Progress lines go to stderr, so that --json output on stdout stays parseable."""
+register_analysis(app)
 
 GpuOption = Annotated[
     Optional[str],
     typer.Option("--gpu", help="Target arch or product (gfx950, gfx942, sm_90, mi355x, h200, ...); default: detected, else gfx950."),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
-
-
-def _print_json(data: object) -> None:
-    """``data`` as JSON on stdout; a number that is not finite (NaN, inf) is null, as in pydantic's
-    JSON and the MCP replies, so the output is JSON any parser reads."""
-    sys.stdout.write(json.dumps(_finite(data), indent=2, default=str, allow_nan=False) + "\n")
-
-
-def _finite(data: object) -> object:
-    if isinstance(data, float):
-        return data if math.isfinite(data) else None
-    if isinstance(data, dict):
-        return {key: _finite(value) for key, value in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [_finite(value) for value in data]
-    return data
-
-
 @app.command()
 def hardware(gpu: GpuOption = None, as_json: JsonOption = False) -> None:
     """Show the detected accelerator and the target's peak numbers with their sources."""
@@ -358,7 +334,7 @@ def grade(
         timeout_s=timeout, device=_device_name(device), timing=not no_timing, warm_pool=len(paths) > 1, backend=backend,
         unconfined=unconfined,
     )
-    with _grading_progress() as progress:
+    with progress_reporter("grading") as progress:
         results = grade_solutions(task, paths, options, use_cache=not no_cache, progress=progress)
     if as_json:
         _print_json([r.model_dump(mode="json") for r in results])
@@ -371,25 +347,6 @@ def _device_name(device: str | None) -> str | None:
     from apex_core.grader.devices import device_from_option
 
     return device_from_option(device)
-
-
-@contextlib.contextmanager
-def _grading_progress() -> Iterator[Callable[[float, str], None]]:
-    """Where a grading's progress goes: a bar on a terminal's stderr, else one line per report on
-    stderr. Never stdout, which carries the verdict (and stays plain JSON with --json)."""
-    if progress_console.is_terminal:
-        from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
-
-        columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn())
-        with Progress(*columns, console=progress_console, transient=True) as bar:
-            task = bar.add_task("grading", total=1.0)
-            yield lambda fraction, message: bar.update(task, completed=fraction, description=message)
-        return
-
-    def line(fraction: float, message: str) -> None:
-        progress_console.print(f"grading {100 * fraction:3.0f}%: {message}", style="dim", highlight=False, soft_wrap=True)
-
-    yield line
 
 
 @app.command("eval")

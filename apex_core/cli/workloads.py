@@ -6,18 +6,13 @@ stderr. A CV above --max-cv is flagged, and with --fail-on-cv exits 1 after prin
 
 from __future__ import annotations
 
-import contextlib
-import json
-import math
-import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from apex_core.cli.output import JsonOption, console, print_json, progress_console, progress_reporter
 from apex_core.errors import ApexUserError
 
 if TYPE_CHECKING:
@@ -25,29 +20,12 @@ if TYPE_CHECKING:
 
 app = typer.Typer(help="End-to-end workloads: a model, an inference stack and a request mix.", no_args_is_help=True,
                   rich_markup_mode=None)
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
-console = Console(width=None if sys.stdout.isatty() else 160, markup=False)
-progress_console = Console(stderr=True, markup=False)
 
 
 def register(main_app: typer.Typer) -> None:
     """Add ``apex benchmark`` and ``apex workloads`` to the main command."""
     main_app.command("benchmark")(benchmark_command)
     main_app.add_typer(app, name="workloads")
-
-
-def _print_json(data: object) -> None:
-    sys.stdout.write(json.dumps(_finite(data), indent=2, default=str, allow_nan=False) + "\n")
-
-
-def _finite(data: object) -> object:
-    if isinstance(data, float):
-        return data if math.isfinite(data) else None
-    if isinstance(data, dict):
-        return {key: _finite(value) for key, value in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [_finite(value) for value in data]
-    return data
 
 
 def _workload_rows(specs: list[WorkloadSpec]) -> list[dict[str, object]]:
@@ -61,7 +39,7 @@ def _list(as_json: bool) -> None:
 
     specs = list_workloads()
     if as_json:
-        _print_json(_workload_rows(specs))
+        print_json(_workload_rows(specs))
         return
     table = Table(title=f"{len(specs)} workloads (layers '-': the model's reduced default)")
     for column in ("id", "model", "stack", "layers", "batch x prompt + decode", "dtype", "device"):
@@ -86,7 +64,7 @@ def workloads_show(workload_id: Annotated[str, typer.Argument(help="Workload id,
     spec = get_workload(workload_id).resolved()
     data = spec.model_dump(mode="json")
     if as_json:
-        _print_json(data)
+        print_json(data)
         return
     table = Table(title=spec.id, show_header=False)
     for key, value in data.items():
@@ -127,11 +105,11 @@ def benchmark_command(
     check_options(runs, warmup, cache_hours, max_cv)
     spec = customize(get_workload(workload), layers=layers, batch=batch, prompt_tokens=prompt_tokens,
                      decode_tokens=decode_tokens, dtype=dtype, device=device, kernels=kernels, docker_image=docker_image)
-    with _progress() as progress:
+    with progress_reporter("benchmark") as progress:
         result = benchmark(spec, runs=runs, warmup=warmup, cache_hours=cache_hours, results_dir=results_dir,
                            max_cv=max_cv, progress=progress)
     if as_json:
-        _print_json(result.model_dump(mode="json"))
+        print_json(result.model_dump(mode="json"))
     else:
         _render(result)
     if result.cv_gate.exceeded:
@@ -139,24 +117,6 @@ def benchmark_command(
                                "quiet the machine or add --runs", highlight=False)
         if fail_on_cv:
             raise typer.Exit(1)
-
-
-@contextlib.contextmanager
-def _progress() -> Iterator[Callable[[float, str], None]]:
-    """A bar on a terminal's stderr, else one line per report on stderr; never stdout."""
-    if progress_console.is_terminal:
-        from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
-
-        columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn())
-        with Progress(*columns, console=progress_console, transient=True) as bar:
-            task = bar.add_task("benchmark", total=1.0)
-            yield lambda fraction, message: bar.update(task, completed=fraction, description=message)
-        return
-
-    def line(fraction: float, message: str) -> None:
-        progress_console.print(f"benchmark {100 * fraction:3.0f}%: {message}", style="dim", highlight=False, soft_wrap=True)
-
-    yield line
 
 
 def _ms(value: float | None) -> str:

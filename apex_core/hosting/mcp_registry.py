@@ -116,6 +116,34 @@ SERVERS: tuple[ServerSpec, ...] = (
         pass_env=GPU_ENVIRONMENT,
         probe=ToolProbe(tool="hardware_spec", arguments={"gpu": "mi355x"}, expect_key="spec"),
     ),
+    ServerSpec(
+        name="apex-profiler",
+        module="servers.profiler",
+        description="End-to-end workloads: benchmark tokens/s and profile where the device time goes.",
+        tools=(
+            ToolSummary(name="list_workloads", timeout_s=30, read_only=True,
+                        when_to_use="see which workloads (model, stack, sizes) this machine can run"),
+            ToolSummary(name="benchmark_workload", timeout_s=3600,
+                        when_to_use="measure a workload end to end: tokens/s, latency percentiles, CV, drift"),
+            ToolSummary(name="profile_workload", timeout_s=3600,
+                        when_to_use="find where a workload's time goes: kernel table and trace"),
+        ),
+        pass_env=GPU_ENVIRONMENT,
+        probe=ToolProbe(tool="list_workloads", expect_key="workloads"),
+    ),
+    ServerSpec(
+        name="apex-identifier",
+        module="servers.identifier",
+        description="Identifies a profiled workload's hot kernels: kind, source, patchability, task, shapes.",
+        tools=(
+            ToolSummary(name="identify_kernels", timeout_s=1800,
+                        when_to_use="after profiling: what each hot kernel is, its source, task and call shapes"),
+            ToolSummary(name="find_kernel_source", timeout_s=300, read_only=True,
+                        when_to_use="locate one kernel's definition by the name a profiler shows"),
+        ),
+        pass_env=GPU_ENVIRONMENT,
+        probe=ToolProbe(tool="find_kernel_source", arguments={"name": "_rms_norm_forward_kernel"}, expect_key="found"),
+    ),
 )
 """Each server adds one entry here; host configs and prompt tool tables are generated from it."""
 

@@ -24,7 +24,6 @@ import pytest
 from fastmcp import Client
 
 from apex_core.hosting.mcp_registry import GATEWAY, SERVERS, all_servers
-from apex_core.tasks.catalog import DEFINITIONS_DIR
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CANNED = "apex_core/agents/canned/cpu-mini__rms_norm.py"
@@ -278,25 +277,29 @@ SOLUTIONS = {
 }
 
 
+def _loose_task() -> Any:
+    """cpu-mini's RMSNorm with a tolerance that swamps its reference: the grader refuses such a
+    task as its own (infra) error."""
+    from apex_core.tasks import get_task
+
+    task = get_task("cpu-mini__rms_norm")
+    loose = {dtype: tolerance.model_copy(update={"atol": 1000.0}) for dtype, tolerance in task.tolerances.items()}
+    return task.model_copy(update={"id": "cpu-mini__rms_norm_loose", "tolerances": loose})
+
+
 def _grader_calls(tmp_path: Path) -> list[tuple[str, dict[str, Any], str]]:
     """(tool, arguments, what the reply must show) for every grader tool and every outcome."""
     paths = {}
     for name, body in SOLUTIONS.items():
         paths[name] = tmp_path / f"{name}.py"
         paths[name].write_text(body)
-    # A task whose tolerance swamps its reference: the grader refuses it as its own (infra) error.
-    loose = (DEFINITIONS_DIR / "cpu-mini__rms_norm.toml").read_text()
-    loose = loose.replace('id = "cpu-mini__rms_norm"', 'id = "cpu-mini__rms_norm_loose"')
-    loose = loose.replace('kernel = "rms_norm"', 'kernel = "rms_norm_loose"').replace("atol = 1e-5", "atol = 1000.0")
-    (tmp_path / "tasks").mkdir()
-    (tmp_path / "tasks" / "cpu-mini__rms_norm_loose.toml").write_text(loose)
-    cpu = "cpu-mini__rms_norm"
+    cpu, canned = "cpu-mini__rms_norm", str(REPO_ROOT / CANNED)
     calls = [
-        ("grade_solution", {"task_id": cpu, "solution_path": CANNED}, "ok"),
-        ("grade_solution", {"task_id": cpu, "solution_path": CANNED}, "cached"),
-        ("grade_solution", {"task_id": "cpu-mini__rms_norm_loose", "solution_path": CANNED}, "infra_error"),
-        ("check_correctness", {"task_id": cpu, "solution_path": CANNED}, "ok"),
-        ("benchmark", {"task_id": cpu, "solution_path": CANNED}, "ok"),
+        ("grade_solution", {"task_id": cpu, "solution_path": canned}, "ok"),
+        ("grade_solution", {"task_id": cpu, "solution_path": canned}, "cached"),
+        ("grade_solution", {"task_id": "cpu-mini__rms_norm_loose", "solution_path": canned}, "infra_error"),
+        ("check_correctness", {"task_id": cpu, "solution_path": canned}, "ok"),
+        ("benchmark", {"task_id": cpu, "solution_path": canned}, "ok"),
         ("hardware_spec", {}, "arch"),
         ("hardware_spec", {"gpu": "mi355x"}, "arch"),
     ]
@@ -304,8 +307,19 @@ def _grader_calls(tmp_path: Path) -> list[tuple[str, dict[str, Any], str]]:
         arguments = {"task_id": cpu, "solution_path": str(path)}
         calls.append(("grade_solution", {**arguments, "timeout_s": 2} if outcome == "timeout" else arguments, outcome))
     # Last: both verdicts come from the cache by then.
-    calls.append(("compare", {"task_id": cpu, "solution_paths": [str(paths["wrong_answer"]), CANNED]}, "ranking"))
+    calls.append(("compare", {"task_id": cpu, "solution_paths": [str(paths["wrong_answer"]), canned]}, "ranking"))
     return calls
+
+
+WORKLOAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
+    ("list_workloads", {}, "workloads"),
+    ("benchmark_workload", {"workload": "cpu-mini", "runs": 2}, "tokens_per_s"),
+    ("profile_workload", {"workload": "cpu-mini", "calls": 1, "top": 5}, "results_dir"),
+    # No results_dir: the newest run under ./results, the one just profiled.
+    ("identify_kernels", {"top_k": 5}, "kernels"),
+    ("find_kernel_source", {"name": "_rms_norm_forward_kernel"}, "found"),
+]
+"""The profiler's and the identifier's tools, in an order where each finds what it needs."""
 
 
 def _wire(value: Any) -> Any:
@@ -319,21 +333,29 @@ def _wire(value: Any) -> Any:
 def test_every_reply_of_every_tool_validates_against_its_own_output_schema(tmp_path, monkeypatch):
     import jsonschema
 
-    monkeypatch.chdir(REPO_ROOT)
-    calls = _grader_calls(tmp_path)
-    monkeypatch.setenv("APEX_TASK_DIRS", str(tmp_path / "tasks"))
+    from apex_core.tasks import catalog
+
+    monkeypatch.chdir(tmp_path)  # the workload tools write ./results
+    tasks = {**catalog.all_tasks(), "cpu-mini__rms_norm_loose": _loose_task()}
+    monkeypatch.setattr(catalog, "all_tasks", lambda: tasks)
+    by_tool = {tool.name: server for server in SERVERS for tool in server.tools}
+    calls = _grader_calls(tmp_path) + WORKLOAD_CALLS
     for spec in all_servers():
-        prefix = "" if spec.name != GATEWAY.name else next(s.namespace for s in SERVERS if s.module == "servers.grader") + "_"
+        def chosen_calls(spec: Any = spec) -> list[tuple[str, dict[str, Any], str]]:
+            if spec.name != GATEWAY.name:
+                return [(tool, a, e) for tool, a, e in calls if by_tool[tool].name == spec.name]
+            # The gateway runs each tool once, prefixed (its replies are the servers' own, mounted).
+            allowed = {"ok", "ranking", "arch", *(e for _, _, e in WORKLOAD_CALLS)}
+            once = {tool: (tool, a, e) for tool, a, e in calls if e in allowed}
+            return [(f"{by_tool[tool].namespace}_{tool}", a, e) for tool, a, e in once.values()]
 
         async def session() -> tuple[dict[str, Any], list[tuple[str, str, Any]]]:
             async with Client(importlib.import_module(spec.module).mcp) as client:
                 schemas = {tool.name: tool.outputSchema for tool in await client.list_tools()}
                 replies = []
-                # The gateway runs each tool once (its replies are the grader's, mounted).
-                chosen = calls if not prefix else list({tool: (tool, a, e) for tool, a, e in calls if e in ("ok", "ranking", "arch")}.values())
-                for tool, arguments, expected in chosen:
-                    reply = await client.call_tool(prefix + tool, arguments, raise_on_error=False)
-                    replies.append((prefix + tool, expected, reply))
+                for tool, arguments, expected in chosen_calls():
+                    reply = await client.call_tool(tool, arguments, raise_on_error=False)
+                    replies.append((tool, expected, reply))
                 return schemas, replies
 
         schemas, replies = asyncio.run(session())

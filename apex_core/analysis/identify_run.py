@@ -1,0 +1,115 @@
+"""Identify a profiled run: what each hot kernel is, where its source is, which task, which shapes.
+
+Shapes come from the live model: after a first pass names the patchable call sites, the workload
+is built again and runs one request mix under ``record_calls``, so the shapes, dtypes and strides
+are the ones the model really passes (the profiler's record_shapes are kept where nothing was
+recorded). The report goes to ``identify.json``, the recording to ``shapes.json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from apex_core.analysis.profile_run import WORKLOAD_FILE, load_run_workload
+from apex_core.errors import ApexUserError
+from apex_core.identify import CallSite, IdentifiedKernel, ShapeRecording, identify, record_calls, recording_sites
+from apex_core.identify.identifier import FilterStage
+from apex_core.profiling import PROFILE_FILE, load_profile
+from apex_core.sources import build_index
+from apex_core.workloads import WorkloadSpec, load
+
+IDENTIFY_FILE = "identify.json"
+SHAPES_FILE = "shapes.json"
+Progress = Callable[[float, str], None]
+
+
+class IdentifyReport(BaseModel):
+    """What ``apex identify`` found in one run folder."""
+
+    results_dir: str
+    workload: str
+    model: str
+    dtype: str
+    device: str
+    top_k: int | None
+    recorded_sites: int
+    kernels: list[IdentifiedKernel]
+    notes: list[str] = []
+
+
+def latest_run(results_root: Path) -> Path:
+    """The newest run folder under ``results_root`` that holds a profile of a workload."""
+    runs = sorted(
+        (p for p in results_root.glob("*") if (p / PROFILE_FILE).is_file() and (p / WORKLOAD_FILE).is_file()),
+        key=lambda p: (p.stat().st_mtime, p.name),
+    )
+    if not runs:
+        raise ApexUserError(f"no profiled run in {results_root}: run 'apex profile --workload ID' first, or pass --results DIR")
+    return runs[-1]
+
+
+def identify_run(
+    run_dir: Path,
+    *,
+    top_k: int | None = 10,
+    kernel_types: Iterable[str] | None = None,
+    kinds: Iterable[str] | None = None,
+    filter_stage: FilterStage = "before",
+    record_shapes: bool = True,
+    progress: Progress | None = None,
+) -> IdentifyReport:
+    """Identify the kernels of the run in ``run_dir`` and write ``identify.json`` there."""
+    report = progress or (lambda fraction, message: None)
+    if top_k is not None and top_k < 1:
+        raise ApexUserError(f"--top-k must be at least 1, not {top_k}")
+    if not run_dir.is_dir():
+        raise ApexUserError(f"--results {run_dir} is not a folder; give a run folder that 'apex profile' wrote")
+    profile = load_profile(run_dir)
+    spec = load_run_workload(run_dir)
+    report(0.05, "indexing the kernels of the installed packages")
+    index = build_index()
+    choose = dict(top_k=top_k, kernel_types=kernel_types, kinds=kinds, filter_stage=filter_stage)
+    kernels = identify(profile.kernels, spec.model, spec.dtype, index=index, **choose)
+    notes: list[str] = []
+    recording: ShapeRecording | None = None
+    sites = _sites(kernels)
+    if record_shapes and sites:
+        report(0.4, f"recording the shapes at {len(sites)} call sites of {spec.id}")
+        recording = _record(spec, sites)
+        (run_dir / SHAPES_FILE).write_text(recording.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        kernels = identify(profile.kernels, spec.model, spec.dtype, index=index, recording=recording, **choose)
+    elif record_shapes:
+        notes.append("no patchable call site among these kernels: shapes are the profiler's")
+    result = IdentifyReport(
+        results_dir=str(run_dir), workload=spec.id, model=spec.model, dtype=spec.dtype, device=spec.device, top_k=top_k,
+        recorded_sites=len(recording.calls) if recording else 0, kernels=kernels, notes=notes,
+    )
+    (run_dir / IDENTIFY_FILE).write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    report(1.0, f"{len(kernels)} kernels identified")
+    return result
+
+
+def _sites(kernels: list[IdentifiedKernel]) -> list[CallSite]:
+    """Where to record: the patchable kernels' call sites, and the forward of every module class a
+    kernel was classified by (whether that forward is the model's own code, and so patchable, is
+    only known once the live model is recorded)."""
+    sites = {site.key: site for site in recording_sites(kernels)}
+    for kernel in kernels:
+        if kernel.kind_evidence == "module" and kernel.module and kernel.kind != "other":
+            sites.setdefault(kernel.module, CallSite(kind="module", target=kernel.module))
+    return list(sites.values())
+
+
+def _record(spec: WorkloadSpec, sites: list[CallSite]) -> ShapeRecording:
+    workload = load(spec)
+    try:
+        if workload.model is None:
+            return ShapeRecording()
+        with record_calls(workload.model, sites) as recording:
+            workload.step()
+        return recording
+    finally:
+        workload.close()
