@@ -8,7 +8,6 @@ path and what is wrong instead of surfacing later as an odd grading failure.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
@@ -18,13 +17,8 @@ from pydantic import ValidationError
 
 from apex_core.errors import TaskDefinitionError, UnknownNameError
 from apex_core.models import ModelConfig, get_model
-from apex_core.tasks.families import apply_defaults
+from apex_core.tasks.families import apply_defaults, read_toml
 from apex_core.tasks.schema import Task, load_reference
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
 
 DEFINITIONS_DIR = Path(__file__).resolve().parent / "definitions"
 TASK_DIRS_ENV = "APEX_TASK_DIRS"
@@ -59,12 +53,7 @@ def _first_error(error: ValidationError) -> str:
 
 def load_task_file(path: Path) -> Task:
     """Parse and check one definition; every problem is a one-line TaskDefinitionError."""
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise TaskDefinitionError(f"cannot read task definition {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise TaskDefinitionError(f"task definition {path} is not valid TOML: {exc}") from None
+    raw = read_toml(path, "task definition")
     model_name = raw.get("model")
     if not isinstance(model_name, str):
         raise TaskDefinitionError(f"task definition {path}: 'model' must name a model of the registry")

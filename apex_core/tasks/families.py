@@ -56,14 +56,20 @@ class KernelDefaults(BaseModel):
         return KERNELS_DIR / self.family
 
 
+def read_toml(path: Path, what: str) -> dict[str, Any]:
+    """A task definition's or a defaults file's table; an unreadable or malformed file is a
+    one-line TaskDefinitionError naming ``what`` it is."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise TaskDefinitionError(f"cannot read {what} {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskDefinitionError(f"{what} {path} is not valid TOML: {exc}") from None
+
+
 def _read_defaults(path: Path) -> KernelDefaults:
     family, kernel = path.parent.name, path.name[: -len(DEFAULTS_SUFFIX)]
-    try:
-        values = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise TaskDefinitionError(f"cannot read kernel defaults {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise TaskDefinitionError(f"kernel defaults {path} is not valid TOML: {exc}") from None
+    values = read_toml(path, "kernel defaults")
     allowed = set(Task.model_fields) - set(TASK_ONLY_KEYS)
     for key in values:
         if key in TASK_ONLY_KEYS:
