@@ -51,7 +51,7 @@ def test_apex_replaces_what_codex_mcp_add_wrote_without_duplicates(npm_clients, 
     installed = apex_cli("mcp", "install", "--client", "codex", "--scope", "user", env=client_env)
     assert installed.returncode == 0, installed.stderr
     listed = _listed(codex, client_env, tmp_path, run)
-    assert set(listed) == {server.name, "someone-else"}
+    assert set(listed) == {*(s.name for s in SERVERS), "someone-else"}
     assert listed[server.name]["transport"]["env"] in (None, {}) and listed[server.name]["transport"]["command"] == hosts.default_python()
     removed = apex_cli("mcp", "uninstall", "--client", "codex", env=client_env)
     assert removed.returncode == 0, removed.stderr
