@@ -77,6 +77,18 @@ def gpu_table(events: Sequence[Any]) -> list[KernelRecord]:
     return summarize_launches(launches, "cuda")
 
 
+def _exclusive_us(range_event: Any) -> float:
+    """A module range's duration less the ranges of the modules called inside it."""
+    nested, stack = 0.0, list(getattr(range_event, "cpu_children", []) or [])
+    while stack:
+        child = stack.pop()
+        if module_of_range(child.name) is not None:
+            nested += child.time_range.end - child.time_range.start
+        else:
+            stack.extend(getattr(child, "cpu_children", []) or [])
+    return max(0.0, range_event.time_range.end - range_event.time_range.start - nested)
+
+
 def cpu_table(events: Sequence[Any], ranges: ModuleRanges | None, grouping: CpuGrouping = "module") -> list[KernelRecord]:
     """CPU ops by self time; with ``grouping="module"`` the ops of a module class form one row."""
     if grouping == "op":
@@ -84,7 +96,13 @@ def cpu_table(events: Sequence[Any], ranges: ModuleRanges | None, grouping: CpuG
             (Launch(e.name, e.self_cpu_time_total, innermost_module(e), None, _shapes(e)) for e in events if is_cpu_op(e)),
             "cpu",
         )
-    module_calls = Counter(m for m in (module_of_range(e.name) for e in events if e.device_type == DeviceType.CPU) if m)
+    module_calls: Counter[str] = Counter()
+    module_time: Counter[str] = Counter()
+    for event in events:
+        module = module_of_range(event.name) if event.device_type == DeviceType.CPU else None
+        if module is not None:
+            module_calls[module] += 1
+            module_time[module] += _exclusive_us(event)
     module_ops: dict[str, Counter[str]] = defaultdict(Counter)
     loose: list[Launch] = []
     for event in events:
@@ -96,8 +114,11 @@ def cpu_table(events: Sequence[Any], ranges: ModuleRanges | None, grouping: CpuG
         else:
             module_ops[module][event.name] += event.self_cpu_time_total
     records = summarize_launches(loose, "cpu")
-    for module, ops in module_ops.items():
-        total = sum(ops.values())
+    for module in module_time:
+        ops = module_ops.get(module, Counter())
+        # The module's own wall time, less its submodules': what its forward costs, NumPy or
+        # Python work included, which no aten op's self time would show.
+        total = max(module_time[module], sum(ops.values()))
         calls = module_calls[module] or 1
         shapes: list[list[Shape]] = []
         for seen in (ranges.input_shapes.get(module, []) if ranges else []):

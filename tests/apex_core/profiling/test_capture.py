@@ -140,3 +140,30 @@ def test_on_a_gpu_the_table_lists_device_kernels_with_their_launching_op_and_mod
     assert any(record.module == "RMSNorm" for record in result.kernels)
     events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
     assert any(event.get("cat") == "kernel" for event in events)
+
+
+class NumpyNorm(nn.Module):
+    """A norm whose work is NumPy, as cpu-mini's task norm is: no aten op carries its time."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import time
+
+        array = x.numpy()
+        time.sleep(0.004)  # stands for the NumPy work, and makes its length certain
+        return torch.from_numpy(array / (abs(array).max() + 1.0))
+
+
+def test_a_modules_row_holds_its_own_time_even_where_no_aten_op_does_the_work():
+    block = nn.Sequential(NumpyNorm(), nn.Linear(64, 64)).eval()
+    x = torch.randn(8, 64)
+
+    def run() -> None:
+        with torch.no_grad():
+            block(x)
+
+    result = capture(run, calls=2, warmup=1, device="cpu")
+    rows = {record.name: record for record in result.kernels}
+    assert rows["nn.Module: NumpyNorm"].total_time_us >= 2 * 4000
+    assert rows["nn.Module: NumpyNorm"].share > rows["nn.Module: Linear"].share
+    # The Sequential's own row excludes its children's time: only its few microseconds of Python.
+    assert rows["nn.Module: Sequential"].total_time_us < rows["nn.Module: NumpyNorm"].total_time_us

@@ -1,0 +1,74 @@
+"""The first two stages on real workloads: benchmark, profile and identify, with the figures the
+docs report (docs/benchmarks.md, "Workloads").
+
+For each (workload, kernel stacks): tokens/s over N runs with their CV, the profiler's overhead
+(profiled against unprofiled time of the same request mixes), the top kernels with kind, source
+and task, and the share of device time (CPU time on the CPU) whose kernel maps to one of our tasks.
+
+Run: ``python benchmarks/workloads_bench.py --cases cpu-mini --out FILE.json`` here, or on a GPU
+``--cases llama-3-1-8b-instruct,llama-3-1-8b-instruct+liger,qwen3-5-27b,qwen3-5-27b+fla,gpt-oss-20b,deepseek-r1``.
+Record what it prints, with machine, date and commit, in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from apex_core.analysis import identify_run, profile_workload  # noqa: E402
+from apex_core.workloads import benchmark, customize, get_workload  # noqa: E402
+
+
+def one_case(case: str, runs: int, top: int, root: Path) -> dict:
+    workload, _, kernels = case.partition("+")
+    spec = customize(get_workload(workload), kernels=kernels or None)
+    started = time.perf_counter()
+    measured = benchmark(spec, runs=runs, results_dir=root)
+    profile, run_dir = profile_workload(spec, root, calls=3)
+    everything = identify_run(run_dir, top_k=None)
+    mapped = sum(k.device_time_share for k in everything.kernels if k.task_id)
+    top_kernels = [
+        {"name": k.name[:90], "kind": k.kind, "share": round(k.device_time_share, 4), "source": k.source,
+         "patchable": k.patchable, "task_id": k.task_id}
+        for k in everything.kernels[:top]
+    ]
+    return {
+        "case": case, "device": measured.workload.device, "layers": measured.workload.layers,
+        "tokens_per_s": measured.tokens_per_s, "prefill_tokens_per_s": measured.prefill_tokens_per_s,
+        "decode_tokens_per_s": measured.decode_tokens_per_s, "cv": measured.cv, "runs": runs,
+        "profiler_overhead": profile.overhead, "share_mapped_to_tasks": round(mapped, 4), "top": top_kernels,
+        "elapsed_s": round(time.perf_counter() - started, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default="cpu-mini", help="comma-separated workload ids, '+stack' for kernel stacks")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--top", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="apex-workloads-bench-") as folder:
+        for case in args.cases.split(","):
+            row = one_case(case, args.runs, args.top, Path(folder))
+            results.append(row)
+            cv = f"{100 * row['cv']:.1f}%" if row["cv"] is not None else "-"
+            print(f"{case}: {row['tokens_per_s']:.0f} tok/s (prefill {row['prefill_tokens_per_s']:.0f}, decode "
+                  f"{row['decode_tokens_per_s']:.0f}), cv {cv} over {args.runs} runs, profiler overhead "
+                  f"{100 * (row['profiler_overhead'] or 0):.1f}%, {100 * row['share_mapped_to_tasks']:.1f}% of the time maps to a task",
+                  flush=True)
+            for k in row["top"]:
+                print(f"  {100 * k['share']:5.1f}%  {k['kind']:<18} {k['task_id'] or '-':<34} {'patchable' if k['patchable'] else '-':<9} {k['name']}")
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
