@@ -14,8 +14,8 @@ from typing import Annotated, Any
 from fastmcp import Context
 from pydantic import BaseModel, Field
 
+from apex_core.analysis import ProfileSummary
 from apex_core.analysis import profile_workload as run_profile
-from apex_core.profiling import KernelRecord
 from apex_core import workloads
 from apex_core.workloads import BenchmarkResult, benchmark, customize, get_workload
 from servers._common import READ_ONLY, create_server, in_thread_with_progress, user_errors_as_tool_errors
@@ -52,17 +52,6 @@ class WorkloadEntry(BaseModel):
 
 class WorkloadList(BaseModel):
     workloads: list[WorkloadEntry]
-
-
-class ProfileSummary(BaseModel):
-    results_dir: str = Field(description="Pass this to the identifier's identify_kernels.")
-    trace: str | None = Field(description="Chrome trace of the profiled calls (opens in Perfetto).")
-    workload: str
-    device: str
-    device_name: str
-    total_time_us: float
-    overhead: float | None = Field(description="Profiled over unprofiled wall time, minus 1.")
-    kernels: list[KernelRecord] = Field(description="The hottest kernels (device kernels on a GPU, CPU ops by module on the CPU).")
 
 
 @mcp.tool(annotations=READ_ONLY)
@@ -112,11 +101,7 @@ async def profile_workload(
     result, run_dir = await in_thread_with_progress(
         ctx, lambda progress: run_profile(spec, RESULTS_ROOT, calls=calls, progress=progress)
     )
-    return ProfileSummary(
-        results_dir=str(run_dir.resolve()), trace=str(Path(result.trace_path).resolve()) if result.trace_path else None,
-        workload=spec.id, device=result.device, device_name=result.device_name, total_time_us=result.total_time_us,
-        overhead=result.overhead, kernels=result.top(top),
-    )
+    return ProfileSummary.of(result, run_dir, spec.id, top)
 
 
 def main() -> Any:

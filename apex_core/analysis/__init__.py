@@ -7,13 +7,14 @@ it passes at the patchable call sites, and writes ``identify.json`` next to the 
 """
 
 from apex_core.analysis.identify_run import IDENTIFY_FILE, SHAPES_FILE, IdentifyReport, identify_run, latest_run
-from apex_core.analysis.profile_run import WORKLOAD_FILE, load_run_workload, profile_workload
+from apex_core.analysis.profile_run import WORKLOAD_FILE, ProfileSummary, load_run_workload, profile_workload
 
 __all__ = [
     "IDENTIFY_FILE",
     "SHAPES_FILE",
     "WORKLOAD_FILE",
     "IdentifyReport",
+    "ProfileSummary",
     "identify_run",
     "latest_run",
     "load_run_workload",

@@ -8,7 +8,7 @@ recorded). The report goes to ``identify.json``, the recording to ``shapes.json`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -20,10 +20,10 @@ from apex_core.identify.identifier import FilterStage
 from apex_core.profiling import PROFILE_FILE, load_profile
 from apex_core.sources import build_index
 from apex_core.workloads import WorkloadSpec, load
+from apex_core.workloads.runner import Progress
 
 IDENTIFY_FILE = "identify.json"
 SHAPES_FILE = "shapes.json"
-Progress = Callable[[float, str], None]
 
 
 class IdentifyReport(BaseModel):

@@ -8,17 +8,16 @@ same model later to record its call shapes.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from apex_core.errors import ApexUserError
-from apex_core.profiling import ProfileResult, capture, new_run_dir, save_profile
+from apex_core.profiling import KernelRecord, ProfileResult, capture, new_run_dir, save_profile
 from apex_core.workloads import WorkloadSpec, load
+from apex_core.workloads.runner import Progress
 
 WORKLOAD_FILE = "workload.json"
-Progress = Callable[[float, str], None]
 
 
 def profile_workload(
@@ -48,6 +47,28 @@ def profile_workload(
     (run_dir / WORKLOAD_FILE).write_text(spec.model_dump_json(indent=2) + "\n", encoding="utf-8")
     report(1.0, f"profile written to {run_dir}")
     return result, run_dir
+
+
+class ProfileSummary(BaseModel):
+    """What ``apex profile`` and the profiler server report: where the run is and its hottest kernels."""
+
+    results_dir: str = Field(description="Pass this to the identifier's identify_kernels.")
+    trace: str | None = Field(description="Chrome trace of the profiled calls (opens in Perfetto).")
+    workload: str
+    device: str
+    device_name: str
+    total_time_us: float
+    overhead: float | None = Field(description="Profiled over unprofiled wall time, minus 1.")
+    kernel_count: int
+    kernels: list[KernelRecord] = Field(description="The hottest kernels (device kernels on a GPU, CPU ops by module on the CPU).")
+
+    @classmethod
+    def of(cls, result: ProfileResult, run_dir: Path, workload: str, top: int) -> ProfileSummary:
+        return cls(
+            results_dir=str(run_dir.resolve()), trace=str(Path(result.trace_path).resolve()) if result.trace_path else None,
+            workload=workload, device=result.device, device_name=result.device_name, total_time_us=result.total_time_us,
+            overhead=result.overhead, kernel_count=len(result.kernels), kernels=result.top(top),
+        )
 
 
 def load_run_workload(run_dir: Path) -> WorkloadSpec:

@@ -38,7 +38,7 @@ def profile_command(
     as_json: JsonOption = False,
 ) -> None:
     """Profile a workload: a kernel table (device kernels on a GPU, CPU ops by module on the CPU) and a Chrome trace."""
-    from apex_core.analysis import profile_workload
+    from apex_core.analysis import ProfileSummary, profile_workload
     from apex_core.workloads import customize, get_workload
 
     if top < 1:
@@ -46,26 +46,17 @@ def profile_command(
     spec = customize(get_workload(workload), layers=layers, kernels=kernels, device=device)
     with progress_reporter("profiling") as progress:
         result, run_dir = profile_workload(spec, results_dir, calls=calls, warmup=warmup, progress=progress)
-    summary = {
-        "results_dir": str(run_dir.resolve()),
-        "trace": str(Path(result.trace_path).resolve()) if result.trace_path else None,
-        "workload": spec.id,
-        "device": result.device,
-        "device_name": result.device_name,
-        "total_time_us": result.total_time_us,
-        "overhead": result.overhead,
-        "kernels": [k.model_dump(mode="json") for k in result.top(top)],
-    }
+    summary = ProfileSummary.of(result, run_dir, spec.id, top)
     if as_json:
-        print_json(summary)
+        print_json(summary.model_dump(mode="json"))
         return
-    table = Table(title=f"{spec.id} on {result.device_name}: top {top} of {len(result.kernels)} ({run_dir})")
+    table = Table(title=f"{spec.id} on {summary.device_name}: top {top} of {summary.kernel_count} ({run_dir})")
     for column in ("share", "time (us)", "calls", "name", "module"):
         table.add_column(column)
-    for k in result.top(top):
+    for k in summary.kernels:
         table.add_row(f"{100 * (k.share or 0):.1f}%", f"{k.total_time_us:.0f}", str(k.calls), k.name[:80], k.module or "")
     console.print(table)
-    console.print(f"trace (Perfetto): {summary['trace']}")
+    console.print(f"trace (Perfetto): {summary.trace}")
 
 
 def identify_command(
