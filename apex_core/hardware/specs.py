@@ -44,6 +44,11 @@ BLACKWELL_DATASHEET = (
     "https://nvdam.widen.net/s/wwnsxrhm2w/blackwell-datasheet-3384703, HGX B200 column (via a quoting copy)"
 )
 H200_MEASURED = "measured on an NVIDIA H200 (torch.cuda device properties / nvidia-smi), 2026-11"
+CUDA_GUIDE_REGISTERS = "CUDA C++ Programming Guide, technical specifications per compute capability: 64K 32-bit registers per SM"
+MATRIX_CORES_BLOG = (
+    "https://rocm.blogs.amd.com/software-tools-optimization/matrix-cores-cdna/README.html (AMD ROCm blog, "
+    "Matrix Core Programming on CDNA3 and CDNA4): on CDNA4 FP6/FP4 matrix math runs at 64x, FP8 at 32x the FP32 rate"
+)
 
 SOURCED_FIELDS = (
     "compute_units",
@@ -57,6 +62,10 @@ SOURCED_FIELDS = (
     "infinity_cache_mib",
     "wavefront_size",
     "max_clock_mhz",
+    "xcds",
+    "l1_vector_cache_kib",
+    "register_file_kib",
+    "peak_fp4_tflops",
 )
 
 
@@ -88,6 +97,14 @@ class GpuSpec(BaseModel):
     """AMD Infinity Cache (a memory-side last-level cache); 0 where the L2 is the last level."""
     wavefront_size: Literal[32, 64]
     max_clock_mhz: int | None = None
+    xcds: int | None = Field(default=None, gt=0)
+    """Accelerator complex dies (AMD chiplets, each with its own L2); None on single-die or NVIDIA parts."""
+    l1_vector_cache_kib: float | None = Field(default=None, gt=0)
+    """L1 vector (data) cache per CU on AMD; None where the vendor quotes L1 only combined with shared memory."""
+    register_file_kib: float | None = Field(default=None, gt=0)
+    """Vector register file per CU/SM (on CDNA3/CDNA4 the unified file of VGPRs and AccVGPRs)."""
+    peak_fp4_tflops: float | None = Field(default=None, gt=0)
+    """Dense FP4 (MXFP4) matrix peak; None where the part has no FP4 matrix math or no source states it."""
     notes: str = ""
     sources: dict[str, str]
 
@@ -142,6 +159,10 @@ GPU_SPECS: tuple[GpuSpec, ...] = (
         infinity_cache_mib=256,
         wavefront_size=64,
         max_clock_mhz=2400,
+        xcds=8,
+        l1_vector_cache_kib=32,
+        register_file_kib=512,
+        peak_fp4_tflops=10066.4,
         notes=f"L2 {_CDNA_L2}; dense rate = 256 CU x 2.4 GHz x 4096 FLOP/clk/CU (CDNA4 whitepaper).",
         sources={
             "compute_units": ROCM_GPU_SPECS + ": 256 (32 per XCD)",
@@ -155,6 +176,10 @@ GPU_SPECS: tuple[GpuSpec, ...] = (
             "infinity_cache_mib": ROCM_GPU_SPECS + ": L3 (Infinity Cache) 256 MiB",
             "wavefront_size": ROCM_GPU_SPECS + ": wavefront 64",
             "max_clock_mhz": MI355X_PAGE + ": peak engine clock 2400 MHz",
+            "xcds": ROCM_GPU_SPECS + ": 256 (32 per XCD) CUs, so 8 XCDs",
+            "l1_vector_cache_kib": ROCM_GPU_SPECS + ": L1 vector cache 32 KiB",
+            "register_file_kib": ROCM_GPU_SPECS + ": VGPR file 512 KiB (per CU)",
+            "peak_fp4_tflops": MATRIX_CORES_BLOG + "; 2 x the 5033.2 TF dense FP8 = 10066.4 TF",
         },
     ),
     GpuSpec(
@@ -176,6 +201,10 @@ GPU_SPECS: tuple[GpuSpec, ...] = (
         infinity_cache_mib=256,
         wavefront_size=64,
         max_clock_mhz=2200,
+        xcds=8,
+        l1_vector_cache_kib=32,
+        register_file_kib=512,
+        peak_fp4_tflops=9228.0,
         notes=(
             f"L2 {_CDNA_L2}. The brochure prints 2.3096 PF for FP16; 256 CU x 2.2 GHz x 4096 FLOP/clk "
             "gives 2306.9 TF, which also matches its own FP8 figure, so 2306.9 is used."
@@ -192,6 +221,10 @@ GPU_SPECS: tuple[GpuSpec, ...] = (
             "infinity_cache_mib": ROCM_GPU_SPECS + ": L3 (Infinity Cache) 256 MiB",
             "wavefront_size": ROCM_GPU_SPECS + ": wavefront 64",
             "max_clock_mhz": MI350X_PAGE + ": peak engine clock 2200 MHz",
+            "xcds": ROCM_GPU_SPECS + ": 256 (32 per XCD) CUs, so 8 XCDs",
+            "l1_vector_cache_kib": ROCM_GPU_SPECS + ": L1 vector cache 32 KiB",
+            "register_file_kib": ROCM_GPU_SPECS + ": VGPR file 512 KiB (per CU)",
+            "peak_fp4_tflops": MATRIX_CORES_BLOG + "; 2 x the 4614.0 TF dense FP8 = 9228.0 TF",
         },
     ),
     GpuSpec(
@@ -213,6 +246,9 @@ GPU_SPECS: tuple[GpuSpec, ...] = (
         infinity_cache_mib=256,
         wavefront_size=64,
         max_clock_mhz=2100,
+        xcds=8,
+        l1_vector_cache_kib=32,
+        register_file_kib=512,
         notes=f"L2 {_CDNA_L2}; FP8 in the FNUZ formats.",
         sources={
             "compute_units": ROCM_GPU_SPECS + ": 304 (38 per XCD)",
@@ -226,6 +262,9 @@ GPU_SPECS: tuple[GpuSpec, ...] = (
             "infinity_cache_mib": ROCM_GPU_SPECS + ": L3 (Infinity Cache) 256 MiB",
             "wavefront_size": ROCM_GPU_SPECS + ": wavefront 64",
             "max_clock_mhz": MI325X_PAGE + ": peak engine clock 2100 MHz",
+            "xcds": ROCM_GPU_SPECS + ": 304 (38 per XCD) CUs, so 8 XCDs",
+            "l1_vector_cache_kib": ROCM_GPU_SPECS + ": L1 vector cache 32 KiB",
+            "register_file_kib": ROCM_GPU_SPECS + ": VGPR file 512 KiB (per CU)",
         },
     ),
     GpuSpec(
@@ -247,6 +286,9 @@ GPU_SPECS: tuple[GpuSpec, ...] = (
         infinity_cache_mib=256,
         wavefront_size=64,
         max_clock_mhz=2100,
+        xcds=8,
+        l1_vector_cache_kib=32,
+        register_file_kib=512,
         notes=f"L2 {_CDNA_L2}; each XCD has 40 CUs of which 38 are active.",
         sources={
             "compute_units": ROCM_MI300 + ": 8 XCDs for up to 304 CUs",
@@ -260,6 +302,9 @@ GPU_SPECS: tuple[GpuSpec, ...] = (
             "infinity_cache_mib": ROCM_GPU_SPECS + ": L3 (Infinity Cache) 256 MiB",
             "wavefront_size": ROCM_GPU_SPECS + ": wavefront 64",
             "max_clock_mhz": MI300X_PAGE + ": peak engine clock 2100 MHz",
+            "xcds": ROCM_MI300 + ": 8 XCDs",
+            "l1_vector_cache_kib": ROCM_GPU_SPECS + ": L1 vector cache 32 KiB",
+            "register_file_kib": ROCM_GPU_SPECS + ": VGPR file 512 KiB (per CU)",
         },
     ),
     GpuSpec(
@@ -281,6 +326,7 @@ GPU_SPECS: tuple[GpuSpec, ...] = (
         infinity_cache_mib=0,
         wavefront_size=32,
         max_clock_mhz=1980,
+        register_file_kib=256,
         notes=(
             "Same GH100 die as the H100 SXM5. NVIDIA publishes no H200 L2 size; third-party pages say 50 MB "
             "(the H100's), while the device reports 60 MiB, which is used here so cache flushes are large enough."
@@ -297,6 +343,7 @@ GPU_SPECS: tuple[GpuSpec, ...] = (
             "infinity_cache_mib": "NVIDIA parts have no memory-side cache beyond L2",
             "wavefront_size": HOPPER_BLOG + ": 32 threads per warp",
             "max_clock_mhz": H200_MEASURED + ": nvidia-smi clocks.max.sm 1980 MHz",
+            "register_file_kib": CUDA_GUIDE_REGISTERS + " (compute capability 9.0) x 4 B = 256 KiB",
         },
     ),
     GpuSpec(
@@ -318,6 +365,7 @@ GPU_SPECS: tuple[GpuSpec, ...] = (
         infinity_cache_mib=0,
         wavefront_size=32,
         max_clock_mhz=None,
+        register_file_kib=256,
         notes="The PCIe H100 differs (114 SMs, 2 TB/s); this entry is the SXM5 part. No public peak clock.",
         sources={
             "compute_units": HOPPER_BLOG + ": 132 SMs (H100 SXM5)",
@@ -330,6 +378,7 @@ GPU_SPECS: tuple[GpuSpec, ...] = (
             "l2_cache_mib": HOPPER_TUNING + ": 50 MB L2 in the H100",
             "infinity_cache_mib": "NVIDIA parts have no memory-side cache beyond L2",
             "wavefront_size": HOPPER_BLOG + ": 32 threads per warp",
+            "register_file_kib": CUDA_GUIDE_REGISTERS + " (compute capability 9.0) x 4 B = 256 KiB",
         },
     ),
     GpuSpec(
@@ -351,6 +400,7 @@ GPU_SPECS: tuple[GpuSpec, ...] = (
         infinity_cache_mib=0,
         wavefront_size=32,
         max_clock_mhz=None,
+        register_file_kib=256,
         notes=(
             "HGX/DGX B200 per GPU. Launch material said up to 192 GB / 8 TB/s; the 2025 datasheet says 180 GB / "
             "7.7 TB/s. The tuning guide's 126 MB L2 sentence names the GB200 GPU. No public peak clock."
@@ -367,6 +417,7 @@ GPU_SPECS: tuple[GpuSpec, ...] = (
             "l2_cache_mib": BLACKWELL_TUNING + ": 126 MB L2",
             "infinity_cache_mib": "NVIDIA parts have no memory-side cache beyond L2",
             "wavefront_size": "CUDA C++ Programming Guide: warp size 32",
+            "register_file_kib": CUDA_GUIDE_REGISTERS + " (compute capability 10.0) x 4 B = 256 KiB",
         },
     ),
 )

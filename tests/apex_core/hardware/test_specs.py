@@ -45,3 +45,22 @@ def test_peak_flops_picks_the_dtype_rate():
     h100 = SPECS_BY_KEY["h100"]
     assert h100.peak_flops("float8_e4m3fn") == pytest.approx(1978.9e12)
     assert h100.peak_flops("bfloat16") == pytest.approx(989.4e12)
+
+
+def test_chiplet_parts_split_their_cus_and_l2_evenly_over_the_xcds():
+    for spec in GPU_SPECS:
+        if spec.xcds is not None:
+            assert spec.compute_units % spec.xcds == 0, spec.key
+            assert spec.l2_cache_mib / spec.xcds == 4, spec.key  # 4 MiB of L2 per XCD on CDNA3 and CDNA4
+
+
+def test_cdna_register_file_is_512_registers_of_64_lanes_on_each_of_4_simds():
+    for key in ("mi355x", "mi350x", "mi325x", "mi300x"):
+        assert SPECS_BY_KEY[key].register_file_kib * 1024 == 4 * 512 * 64 * 4
+
+
+def test_fp4_runs_at_twice_the_fp8_rate_on_cdna4_and_not_at_all_on_cdna3():
+    for key in ("mi355x", "mi350x"):
+        spec = SPECS_BY_KEY[key]
+        assert spec.peak_fp4_tflops == pytest.approx(2 * spec.peak_fp8_tflops, rel=1e-4)
+    assert SPECS_BY_KEY["mi300x"].peak_fp4_tflops is None
