@@ -14,6 +14,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel
 
+from apex_core.hosting.skill_numbers import check_skill_folder
+
 SKILLS_DIR = Path(__file__).resolve().parents[2] / "skills"
 
 NAME_RULE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -121,7 +123,8 @@ def _check_references(body: str, folder: Path) -> list[str]:
 
 
 def validate_skill(skill_file: Path) -> SkillReport:
-    """Check one SKILL.md against the Agent Skills format and our own rule that it is self-contained."""
+    """Check one SKILL.md against the Agent Skills format and our own rules: self-contained, and every
+    hardware number in it or its references/ true to the hardware model or backed by a cited source."""
     folder = skill_file.parent
     text = skill_file.read_text(encoding="utf-8")
     parts = _split(text)
@@ -142,6 +145,7 @@ def validate_skill(skill_file: Path) -> SkillReport:
     if lines > MAX_BODY_LINES:
         problems.append(f"the body has {lines} lines; keep it under {MAX_BODY_LINES} and move detail to references/")
     problems += _check_references(body, folder)
+    problems += [f"{p.path.relative_to(folder)}:{p.line}: {p.written!r} {p.message}" for p in check_skill_folder(folder)]
     return SkillReport(name=str(meta.get("name") or folder.name), path=skill_file, problems=problems)
 
 
