@@ -18,6 +18,7 @@ import typer
 
 from apex_core.cli import render
 from apex_core.cli.analysis import register as register_analysis
+from apex_core.cli.docs import register as register_docs
 from apex_core.cli.mcp import app as mcp_app
 from apex_core.cli.output import JsonOption, console, progress_console, progress_reporter
 from apex_core.cli.output import print_json as _print_json
@@ -41,6 +42,7 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(mcp_app, name="mcp")
 register_workloads(app)
 register_analysis(app)
+register_docs(app)
 
 GpuOption = Annotated[
     Optional[str],

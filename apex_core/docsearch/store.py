@@ -1,0 +1,246 @@
+"""The index on disk and how it is brought up to date: chromadb for the vectors, bm25s for words.
+
+An index folder (``docs_index/index/`` by default, ``$APEX_DOCS_INDEX`` or ``index_dir`` instead)
+holds ``chroma/`` (a persistent chromadb collection: each chunk's vector, text and metadata),
+``lexical/`` (the BM25 index and the chunk ids in its order) and ``manifest.json`` (each indexed
+unit's content hash and chunk count). ``index`` compares hashes: an unchanged unit costs one hash,
+a changed one has its chunks deleted and written again, a vanished one has them deleted. The BM25
+index is rebuilt from the collection whenever anything changed (seconds for the default corpus).
+
+chromadb is opened with telemetry off and no embedding function: the vectors are computed here
+(``embedding.py``) and handed over, so chromadb never loads or downloads a model of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from apex_core.docsearch.corpus import DOCS_INDEX_DIR, SUFFIXES, Unit, default_units, file_unit, units_for_paths
+from apex_core.docsearch.embedding import MODEL_NAME, embedder
+from apex_core.docsearch.lexical import LexicalIndex
+from apex_core.docsearch.models import Chunk, IndexReport
+from apex_core.errors import ApexUserError
+
+Progress = Callable[[float, str], None]
+ENV_VAR = "APEX_DOCS_INDEX"
+DEFAULT_INDEX_DIR = DOCS_INDEX_DIR / "index"
+FORMAT = 1
+"""Bumped when chunking or metadata change: an index of another format is rebuilt from scratch."""
+COLLECTION = "apex_docs"
+MANIFEST = "manifest.json"
+CHROMA_DIR = "chroma"
+LEXICAL_DIR = "lexical"
+_BATCH = 512
+
+
+class UnitRecord(BaseModel):
+    hash: str
+    kind: str
+    source: str
+    path: str | None = None
+    default: bool = False
+    chunks: int = 0
+
+
+class Manifest(BaseModel):
+    format: int = FORMAT
+    embedder: str = MODEL_NAME
+    units: dict[str, UnitRecord] = {}
+
+
+def resolve_index_dir(index_dir: Path | None = None) -> Path:
+    """``index_dir`` if given, else ``$APEX_DOCS_INDEX`` if set, else ``docs_index/index/``."""
+    chosen = index_dir if index_dir is not None else os.environ.get(ENV_VAR) or DEFAULT_INDEX_DIR
+    return Path(chosen).expanduser().resolve()
+
+
+def index_exists(index_dir: Path) -> bool:
+    return (index_dir / MANIFEST).is_file()
+
+
+def read_manifest(index_dir: Path) -> Manifest | None:
+    try:
+        return Manifest.model_validate_json((index_dir / MANIFEST).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (ValidationError, ValueError, OSError):
+        return None  # unreadable: rebuilt from scratch, as for another format
+
+
+def open_collection(index_dir: Path):
+    """The chromadb collection of this index (created empty if absent), telemetry off."""
+    import chromadb
+    from chromadb.config import Settings
+
+    client = chromadb.PersistentClient(path=str(index_dir / CHROMA_DIR), settings=Settings(anonymized_telemetry=False))
+    return client.get_or_create_collection(COLLECTION, embedding_function=None, configuration={"hnsw": {"space": "cosine"}})
+
+
+def _reset_collection(index_dir: Path):
+    import chromadb
+    from chromadb.config import Settings
+
+    client = chromadb.PersistentClient(path=str(index_dir / CHROMA_DIR), settings=Settings(anonymized_telemetry=False))
+    with contextlib.suppress(Exception):  # absent already
+        client.delete_collection(COLLECTION)
+    return open_collection(index_dir)
+
+
+@contextlib.contextmanager
+def _locked(index_dir: Path) -> Iterator[None]:
+    """One writer at a time per index folder (a second ``apex docs index`` waits for the first)."""
+    with open(index_dir / ".lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def chunk_metadata(unit_key: str, chunk: Chunk) -> dict[str, str | int]:
+    """What chromadb stores beside a chunk's text (it takes no None values: absent ones are left out)."""
+    data = {"unit": unit_key, **chunk.model_dump(exclude={"text"})}
+    return {key: value for key, value in data.items() if value is not None}
+
+
+def chunk_from_stored(text: str, metadata: dict) -> Chunk:
+    return Chunk(text=text, **{key: metadata.get(key) for key in ("source", "kind", "section", "page", "line_start", "line_end")})
+
+
+def retrieval_text(chunk: Chunk) -> str:
+    """What both legs see of a chunk: where it is (source and section) and then its text."""
+    return f"{chunk.heading()}\n{chunk.text}"
+
+
+def index(paths: list[Path] | None = None, *, index_dir: Path | None = None, progress: Progress | None = None) -> IndexReport:
+    """Bring the index up to date: the default corpus (and files added before) when ``paths`` is
+    None, else just these files and folders. Incremental by content hash; see the module doc."""
+    started = time.perf_counter()
+    say: Progress = progress or (lambda fraction, message: None)
+    folder = resolve_index_dir(index_dir)
+    skipped: list[str] = []
+    given_folders: list[Path] = []
+    if paths is None:
+        units, skipped = default_units()
+    else:
+        units, given_folders = units_for_paths([Path(p) for p in paths], skip=folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ApexUserError(f"index folder {folder}: cannot create it ({error.strerror}); give --index-dir in a folder you can write") from None
+    report = IndexReport(index_dir=str(folder), skipped=skipped)
+    with _locked(folder):
+        manifest = read_manifest(folder)
+        if manifest is None or manifest.format != FORMAT or manifest.embedder != MODEL_NAME:
+            collection = _reset_collection(folder)  # no index, or one this version cannot extend
+            manifest = Manifest()
+        else:
+            collection = open_collection(folder)
+        wanted, stale = _plan(manifest, units, paths is None, given_folders)
+        say(0.0, f"checking {len(wanted)} files")
+        reported = 0.0
+        for number, unit in enumerate(wanted):
+            digest = unit.fingerprint()
+            record = manifest.units.get(unit.key)
+            if record is not None and record.hash == digest:
+                report.unchanged += 1
+                continue
+            fraction = number / max(len(wanted), 1)
+            if fraction - reported >= 0.05 or not (report.added or report.updated):
+                say(fraction, f"indexing {unit.source}")  # about twenty lines for a whole corpus, not one per file
+                reported = fraction
+            chunks = unit.chunks()
+            _replace_chunks(collection, unit.key, chunks)
+            manifest.units[unit.key] = UnitRecord(hash=digest, kind=unit.kind, source=unit.source,
+                                                  path=str(unit.path) if unit.path else None,
+                                                  default=unit.default or bool(record and record.default), chunks=len(chunks))
+            report.chunks_written += len(chunks)
+            (report.updated if record is not None else report.added).append(unit.source)
+        for key in stale:
+            collection.delete(where={"unit": key})
+            report.removed.append(manifest.units.pop(key).source)
+        if report.changed or not (folder / LEXICAL_DIR / "ids.json").is_file():
+            say(0.95, "building the lexical (BM25) index")
+            _save_lexical(collection, folder)
+            _write_manifest(folder, manifest)
+        report.chunks = sum(record.chunks for record in manifest.units.values())
+    report.seconds = round(time.perf_counter() - started, 3)
+    say(1.0, "index up to date" if not report.changed else f"indexed {report.chunks_written} chunks")
+    return report
+
+
+def _plan(manifest: Manifest, units: list[Unit], whole_corpus: bool, folders: list[Path]) -> tuple[list[Unit], list[str]]:
+    """The units to check and the keys to drop. A whole-corpus run also re-checks the files a user
+    added before and drops every unit that is no longer there; a run over given paths drops only
+    vanished files that were inside the folders given."""
+    wanted = {unit.key: unit for unit in units}
+    if whole_corpus:
+        for key, record in manifest.units.items():
+            if key in wanted or record.default or record.path is None:
+                continue
+            path = Path(record.path)
+            if path.is_file() and path.suffix.lower() in SUFFIXES:
+                wanted[key] = file_unit(path)
+        return list(wanted.values()), [key for key in manifest.units if key not in wanted]
+    stale = []
+    for key, record in manifest.units.items():
+        if key in wanted or record.path is None:
+            continue
+        path = Path(record.path)
+        if not path.exists() and any(_inside(path, folder) for folder in folders):
+            stale.append(key)
+    return list(wanted.values()), stale
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.relative_to(folder)
+        return True
+    except ValueError:
+        return False
+
+
+def _replace_chunks(collection, unit_key: str, chunks: list[Chunk]) -> None:
+    collection.delete(where={"unit": unit_key})
+    prefix = hashlib.sha1(unit_key.encode()).hexdigest()[:16]
+    model = embedder()
+    for begin in range(0, len(chunks), _BATCH):
+        batch = chunks[begin:begin + _BATCH]
+        vectors = model.embed([retrieval_text(chunk) for chunk in batch])
+        collection.add(
+            ids=[f"{prefix}:{begin + offset}" for offset in range(len(batch))],
+            embeddings=vectors,
+            documents=[chunk.text for chunk in batch],
+            metadatas=[chunk_metadata(unit_key, chunk) for chunk in batch],
+        )
+
+
+def _save_lexical(collection, folder: Path) -> None:
+    stored = collection.get(include=["documents", "metadatas"])
+    ids, kinds, texts = [], [], []
+    for chunk_id, text, metadata in zip(stored["ids"], stored["documents"], stored["metadatas"]):
+        chunk = chunk_from_stored(text, metadata)
+        ids.append(chunk_id)
+        kinds.append(chunk.kind)
+        texts.append(retrieval_text(chunk))
+    target = folder / LEXICAL_DIR
+    if target.exists():
+        for old in target.iterdir():
+            old.unlink()
+    if ids:
+        LexicalIndex.build(ids, kinds, texts).save(target)
+
+
+def _write_manifest(folder: Path, manifest: Manifest) -> None:
+    temporary = folder / (MANIFEST + ".tmp")
+    temporary.write_text(json.dumps(manifest.model_dump(), indent=1, sort_keys=True), encoding="utf-8")
+    temporary.replace(folder / MANIFEST)
