@@ -24,6 +24,7 @@ from mcp.shared.message import SessionMessage  # noqa: E402
 from pydantic import ValidationError  # noqa: E402
 
 from apex_core.errors import ApexUserError  # noqa: E402
+from apex_core.progress import Progress  # noqa: E402
 
 F = TypeVar("F", bound=Callable[..., Any])
 log = logging.getLogger("servers")
@@ -132,7 +133,6 @@ READ_ONLY = mcp_types.ToolAnnotations(read_only_hint=True, destructive_hint=Fals
 
 
 T = TypeVar("T")
-Progress = Callable[[float, str], None]
 
 
 async def in_thread_with_progress(ctx: Any, work: Callable[[Progress], T]) -> T:

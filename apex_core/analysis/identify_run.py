@@ -17,10 +17,10 @@ from apex_core.analysis.profile_run import WORKLOAD_FILE, load_run_workload
 from apex_core.errors import ApexUserError
 from apex_core.identify import CallSite, IdentifiedKernel, ShapeRecording, identify, record_calls, recording_sites
 from apex_core.identify.identifier import FilterStage
+from apex_core.progress import Progress, reporter
 from apex_core.profiling import PROFILE_FILE, load_profile
 from apex_core.sources import build_index
 from apex_core.workloads import WorkloadSpec, load
-from apex_core.workloads.runner import Progress
 
 IDENTIFY_FILE = "identify.json"
 SHAPES_FILE = "shapes.json"
@@ -62,7 +62,7 @@ def identify_run(
     progress: Progress | None = None,
 ) -> IdentifyReport:
     """Identify the kernels of the run in ``run_dir`` and write ``identify.json`` there."""
-    report = progress or (lambda fraction, message: None)
+    report = reporter(progress)
     if top_k is not None and top_k < 1:
         raise ApexUserError(f"--top-k must be at least 1, not {top_k}")
     if not run_dir.is_dir():

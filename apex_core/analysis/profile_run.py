@@ -13,9 +13,9 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from apex_core.errors import ApexUserError
+from apex_core.progress import Progress, reporter
 from apex_core.profiling import KernelRecord, ProfileResult, capture, new_run_dir, save_profile
 from apex_core.workloads import WorkloadSpec, load
-from apex_core.workloads.runner import Progress
 
 WORKLOAD_FILE = "workload.json"
 
@@ -24,7 +24,7 @@ def profile_workload(
     spec: WorkloadSpec, results_root: Path, *, calls: int = 3, warmup: int = 1, progress: Progress | None = None
 ) -> tuple[ProfileResult, Path]:
     """Profile ``calls`` request mixes of ``spec`` after ``warmup`` unrecorded ones; the result and its folder."""
-    report = progress or (lambda fraction, message: None)
+    report = reporter(progress)
     if calls < 1:
         raise ApexUserError(f"--calls must be at least 1, not {calls}")
     spec = spec.resolved()
@@ -39,8 +39,7 @@ def profile_workload(
     try:
         run_dir = new_run_dir(results_root)
         report(0.2, f"profiling {calls} request mixes after {warmup} warm-up")
-        device = "cuda" if spec.on_gpu else "cpu"
-        result = capture(workload.step, calls=calls, warmup=warmup, device=device, trace_dir=run_dir)
+        result = capture(workload.step, calls=calls, warmup=warmup, device=spec.device, trace_dir=run_dir)
     finally:
         workload.close()
     save_profile(result, run_dir)

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from apex_core.cli.output import JsonOption, console, print_json, progress_console, progress_reporter
 from apex_core.errors import ApexUserError
+from apex_core.workloads.runner import DEFAULT_MAX_CV, DEFAULT_MIN_RUN_S, DEFAULT_RUNS, DEFAULT_WARMUP
 
 if TYPE_CHECKING:
     from apex_core.workloads import BenchmarkResult, WorkloadSpec
@@ -77,8 +78,9 @@ def benchmark_command(
     list_ids: Annotated[bool, typer.Option("--list", help="List the workloads instead.")] = False,
     layers: Annotated[int | None, typer.Option(help="Decoder layers to build (default: the model's reduced default).")] = None,
     kernels: Annotated[str | None, typer.Option(help="Kernel stacks to apply: liger, fla (comma-separated; GPU only).")] = None,
-    runs: Annotated[int, typer.Option(help="Measured runs.")] = 5,
-    warmup: Annotated[int, typer.Option(help="Unmeasured warm-up runs first.")] = 1,
+    runs: Annotated[int, typer.Option(help="Measured runs.")] = DEFAULT_RUNS,
+    warmup: Annotated[int, typer.Option(help="Unmeasured warm-up request mixes first.")] = DEFAULT_WARMUP,
+    min_run_s: Annotated[float, typer.Option("--min-run-s", help="Repeat the request mix until a run lasts this long (0: one mix per run).")] = DEFAULT_MIN_RUN_S,
     batch: Annotated[int | None, typer.Option(help="Sequences per request mix.")] = None,
     prompt_tokens: Annotated[int | None, typer.Option(help="Prompt tokens per sequence.")] = None,
     decode_tokens: Annotated[int | None, typer.Option(help="Decode steps per sequence after the prefill.")] = None,
@@ -87,7 +89,7 @@ def benchmark_command(
     docker_image: Annotated[str | None, typer.Option(help="vLLM/SGLang workloads: serve from this Docker image.")] = None,
     cache_hours: Annotated[float, typer.Option(help="Reuse a result of the same workload and environment this recent (0: measure).")] = 0.0,
     results_dir: Annotated[Path | None, typer.Option(help="Where results/<run-id>/ go (default: ./results).")] = None,
-    max_cv: Annotated[float, typer.Option(help="Flag the result when the runs' coefficient of variation exceeds this.")] = 0.05,
+    max_cv: Annotated[float, typer.Option(help="Flag the result when the runs' coefficient of variation exceeds this.")] = DEFAULT_MAX_CV,
     fail_on_cv: Annotated[bool, typer.Option("--fail-on-cv", help="Exit 1 when the CV exceeds --max-cv.")] = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -102,12 +104,12 @@ def benchmark_command(
         return
     if workload is None:
         raise ApexUserError("give --workload ID (e.g. --workload cpu-mini), or --list to see the workloads")
-    check_options(runs, warmup, cache_hours, max_cv)
+    check_options(runs, warmup, cache_hours, max_cv, min_run_s)
     spec = customize(get_workload(workload), layers=layers, batch=batch, prompt_tokens=prompt_tokens,
                      decode_tokens=decode_tokens, dtype=dtype, device=device, kernels=kernels, docker_image=docker_image)
     with progress_reporter("benchmark") as progress:
         result = benchmark(spec, runs=runs, warmup=warmup, cache_hours=cache_hours, results_dir=results_dir,
-                           max_cv=max_cv, progress=progress)
+                           max_cv=max_cv, min_run_s=min_run_s, progress=progress)
     if as_json:
         print_json(result.model_dump(mode="json"))
     else:
@@ -129,11 +131,11 @@ def _render(result: BenchmarkResult) -> None:
              f"{spec.batch} x ({spec.prompt_tokens} prompt + {spec.decode_tokens} decode)"
              + (f", kernels {','.join(spec.kernels)}" if spec.kernels else ""))
     table = Table(title=title)
-    for column in ("run", "wall s", "tokens/s", "prefill tok/s", "decode tok/s", "decode p50 ms", "p90", "p99"):
+    for column in ("run", "mixes", "wall s", "tokens/s", "prefill tok/s", "decode tok/s", "decode p50 ms", "p90", "p99"):
         table.add_column(column, justify="right")
     for run in result.runs:
         step = run.decode_step_ms
-        table.add_row(str(run.index + 1), f"{run.wall_s:.3f}", f"{run.tokens_per_s:,.1f}", f"{run.prefill_tokens_per_s:,.1f}",
+        table.add_row(str(run.index + 1), str(run.request_mixes), f"{run.wall_s:.3f}", f"{run.tokens_per_s:,.1f}", f"{run.prefill_tokens_per_s:,.1f}",
                       f"{run.decode_tokens_per_s:,.1f}", _ms(step.p50), _ms(step.p90), _ms(step.p99))
     console.print(table)
     cv = "n/a (one run)" if result.cv is None else f"{100 * result.cv:.2f}%"

@@ -22,7 +22,7 @@ import numpy as np
 from apex_core.grader import fingerprint, slots
 from apex_core.grader.cache import default_cache_dir
 from apex_core.grader.compare import as_output_list
-from apex_core.grader.options import GradeOptions, Progress
+from apex_core.grader.options import GradeOptions
 from apex_core.grader.pool import POOL
 from apex_core.grader.process import TIMING_CORES, WorkerProcess, WorkerSpec, sandbox_identity
 from apex_core.grader.result import Outcome, ShapeCheck, ShapeTiming
@@ -31,6 +31,7 @@ from apex_core.grader.state import STATE
 from apex_core.hardware.detect import DetectedDevice
 from apex_core.hardware.specs import GpuSpec
 from apex_core.hardware.target import spec_for_detected
+from apex_core.progress import Progress, reporter
 from apex_core.kernels import seeded
 from apex_core.kernels.roofline import Roofline
 from apex_core.tasks.schema import DEFAULT_INPUT_SETS, Shape, Task, load_reference
@@ -92,7 +93,7 @@ class Grading:
     """State of one grading: what the result model is built from."""
 
     def __init__(self, task: Task, solution: Path, options: GradeOptions, progress: Progress | None = None) -> None:
-        self.progress = progress or (lambda fraction, message: None)
+        self.progress = reporter(progress)
         self.task = task
         self.solution = solution
         self.options = options

@@ -1,14 +1,12 @@
 """What a caller may choose about one grading: the boundary model of the CLI, the MCP tools and
-the library (``GradeOptions``), and the shape of its progress callback."""
+the library (``GradeOptions``)."""
 
 from __future__ import annotations
 
-from typing import Callable, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
-Progress = Callable[[float, str], None]
-"""``progress(fraction, message)``: called as a grading moves through its stages."""
 
 
 class GradeOptions(BaseModel):

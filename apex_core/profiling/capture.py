@@ -27,15 +27,22 @@ from apex_core.profiling.torch_table import CpuGrouping, cpu_table, gpu_table
 TRACE_FILE = "trace.json"
 
 
-def resolve_device(device: Literal["auto", "cpu", "cuda"]) -> Literal["cpu", "cuda"]:
-    """``auto`` is the GPU when torch sees one (CUDA or ROCm), else the CPU."""
+def resolve_device(device: str) -> str:
+    """``auto`` is GPU 0 when torch sees one (CUDA or ROCm), else the CPU; ``cuda:N`` is GPU N."""
     if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ApexUserError("device 'cuda' was asked for but torch sees no CUDA or ROCm GPU here; use device 'cpu' or 'auto'")
-    if device not in ("cpu", "cuda"):
-        raise ApexUserError(f"unknown profiling device {device!r}: use 'auto', 'cpu' or 'cuda'")
-    return device
+        return "cuda:0" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        return device
+    kind, _, index = device.partition(":")
+    if kind != "cuda" or (index and not index.isdigit()):
+        raise ApexUserError(f"unknown profiling device {device!r}: use 'auto', 'cpu', 'cuda' or 'cuda:N'")
+    if not torch.cuda.is_available():
+        raise ApexUserError(f"device {device!r} was asked for but torch sees no CUDA or ROCm GPU here; use device 'cpu' or 'auto'")
+    number = int(index or 0)
+    if number >= torch.cuda.device_count():
+        raise ApexUserError(f"device {device!r}: only {torch.cuda.device_count()} GPU(s) are visible; use cuda:0 .. "
+                            f"cuda:{torch.cuda.device_count() - 1}")
+    return f"cuda:{number}"
 
 
 def _timed(fn: Callable[[], object], calls: int, sync: Callable[[], None]) -> float:
@@ -51,7 +58,7 @@ def capture(
     *,
     calls: int = 3,
     warmup: int = 1,
-    device: Literal["auto", "cpu", "cuda"] = "auto",
+    device: str = "auto",
     trace_dir: Path | None = None,
     gzip_trace: bool = False,
     cpu_grouping: CpuGrouping = "module",
@@ -70,23 +77,24 @@ def capture(
     if cpu_grouping not in ("module", "op"):
         raise ApexUserError(f"unknown CPU grouping {cpu_grouping!r}: use 'module' or 'op'")
     resolved = resolve_device(device)
-    sync = torch.cuda.synchronize if resolved == "cuda" else (lambda: None)
+    on_gpu = resolved != "cpu"
+    sync = (lambda: torch.cuda.synchronize(resolved)) if on_gpu else (lambda: None)
 
     for _ in range(warmup):
         fn()
     sync()
     unprofiled_s = _timed(fn, calls, sync)
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if resolved == "cuda" else [])
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
     with profile(activities=activities, record_shapes=True) as prof:
         with module_ranges() if attribute_modules else nullcontext() as ranges:
             profiled_s = _timed(fn, calls, sync)
 
     events = prof.events()
     notes: list[str] = []
-    table_device: Literal["cpu", "cuda"] = resolved
-    kernels = gpu_table(events) if resolved == "cuda" else []
-    if resolved == "cuda" and not kernels:
+    table_device: Literal["cpu", "cuda"] = "cuda" if on_gpu else "cpu"
+    kernels = gpu_table(events) if on_gpu else []
+    if on_gpu and not kernels:
         notes.append("no device kernels were recorded (the callable ran on the CPU?); the table lists CPU ops instead")
         table_device = "cpu"
     if table_device == "cpu":
@@ -103,7 +111,7 @@ def capture(
     return ProfileResult(
         source="torch.profiler",
         device=table_device,
-        device_name=torch.cuda.get_device_name(0) if resolved == "cuda" else cpu_name(),
+        device_name=torch.cuda.get_device_name(resolved) if on_gpu else cpu_name(),
         kernels=kernels,
         total_time_us=sum(record.total_time_us for record in kernels),
         warmup_calls=warmup,

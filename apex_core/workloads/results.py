@@ -53,6 +53,33 @@ class StepTiming(BaseModel):
         return self.generated_tokens if self.generated_tokens is not None else self.batch * self.decode_tokens
 
 
+def merge_steps(steps: list[StepTiming]) -> StepTiming:
+    """Several request mixes of one workload measured back to back, as one longer mix.
+
+    Token counts add up, phase times add up, per-step latencies are pooled, so every rate of the
+    merged mix is total tokens over total time.
+    """
+    if not steps:
+        raise ValueError("merge_steps needs at least one step")
+    if len(steps) == 1:
+        return steps[0]
+    first = steps[0]
+    if any(step.batch != first.batch for step in steps):
+        raise ValueError("merge_steps: the steps have different batch sizes")
+    known = lambda values: None if any(v is None for v in values) else sum(values)  # noqa: E731
+    return StepTiming(
+        prefill_s=sum(step.prefill_s for step in steps),
+        decode_step_s=[latency for step in steps for latency in step.decode_step_s],
+        batch=first.batch,
+        prompt_tokens=sum(step.prompt_tokens for step in steps),
+        decode_tokens=sum(step.decode_tokens for step in steps),
+        decode_s=known([step.decode_s for step in steps]),
+        wall_s=known([step.wall_s for step in steps]),
+        ttft_s=[t for step in steps for t in step.ttft_s],
+        generated_tokens=known([step.generated_tokens for step in steps]),
+    )
+
+
 class Percentiles(BaseModel):
     p50: float | None
     p90: float | None
@@ -73,9 +100,10 @@ def _rate(tokens: int, seconds: float) -> float:
 
 
 class RunResult(BaseModel):
-    """One measured run: one request mix."""
+    """One measured run: ``request_mixes`` request mixes back to back (see ``BenchmarkResult``)."""
 
     index: int
+    request_mixes: int = Field(default=1, ge=1)
     wall_s: float
     prefill_s: float
     decode_s: float
@@ -87,10 +115,11 @@ class RunResult(BaseModel):
     """The raw decode-step latencies (seconds) behind the percentiles."""
 
     @classmethod
-    def from_step(cls, index: int, step: StepTiming) -> RunResult:
+    def from_step(cls, index: int, step: StepTiming, request_mixes: int = 1) -> RunResult:
         wall = step.wall_time
         return cls(
             index=index,
+            request_mixes=request_mixes,
             wall_s=wall,
             prefill_s=step.prefill_s,
             decode_s=step.decode_time,
@@ -140,6 +169,10 @@ class BenchmarkResult(BaseModel):
     created_at: str
     """ISO 8601, UTC."""
     warmup: int
+    min_run_s: float = 0.0
+    """Each run repeats the request mix until it lasts at least this long (a whole number of mixes,
+    fixed by the last warm-up run so that every run does the same work)."""
+    request_mixes_per_run: int = 1
     runs: list[RunResult]
     tokens_per_s: float
     """Median over runs of (prompt + decoded tokens) / wall time."""

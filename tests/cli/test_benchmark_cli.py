@@ -35,20 +35,24 @@ def test_cpu_mini_benchmark_end_to_end_through_the_installed_command(tmp_path):
     result = json.loads(done.stdout)
     assert result["workload"]["id"] == "cpu-mini" and len(result["runs"]) == 2 and result["tokens_per_s"] > 0
     assert "cv" in result and result["results_dir"].startswith(str(tmp_path))
+    # By default a run repeats cpu-mini's short request mix until it lasts half a second.
+    assert result["min_run_s"] == 0.5 and result["request_mixes_per_run"] > 1
+    assert all(run["request_mixes"] == result["request_mixes_per_run"] for run in result["runs"])
     stored = json.loads((Path(result["results_dir"]) / "benchmark.json").read_text())
     assert stored["run_id"] == result["run_id"]
     assert "benchmark" in done.stderr  # progress on stderr, stdout plain JSON
 
 
 def test_benchmark_table_cache_and_fail_on_cv(apex_cli, tmp_path):
-    first = apex_cli("benchmark", "--workload", "cpu-mini", "--runs", "1", "--results-dir", str(tmp_path))
+    first = apex_cli("benchmark", "--workload", "cpu-mini", "--runs", "1", "--min-run-s", "0", "--results-dir", str(tmp_path))
     assert first.returncode == 0, first.stderr
     assert "tokens/s (median of 1)" in first.stdout and "cv: n/a (one run)" in first.stdout
     cached = apex_cli("benchmark", "--workload", "cpu-mini", "--runs", "1", "--results-dir", str(tmp_path),
                       "--cache-hours", "1", "--json")
     assert cached.returncode == 0 and json.loads(cached.stdout)["cached"] is True
     # A gate no run can pass: flagged on stderr, exit 1 with --fail-on-cv, the result still printed.
-    strict = apex_cli("benchmark", "--workload", "cpu-mini", "--runs", "2", "--warmup", "0", "--results-dir", str(tmp_path),
+    strict = apex_cli("benchmark", "--workload", "cpu-mini", "--runs", "2", "--warmup", "0", "--min-run-s", "0",
+                      "--results-dir", str(tmp_path),
                       "--max-cv", "1e-12", "--fail-on-cv", "--json")
     assert strict.returncode == 1, strict.stderr
     assert json.loads(strict.stdout)["cv_gate"]["exceeded"] is True and "exceeds --max-cv" in strict.stderr
@@ -67,6 +71,7 @@ def test_user_errors_are_one_line(apex_cli):
     unknown = _one_line_error(apex_cli("benchmark", "--workload", "cpu-mni"))
     assert "did you mean 'cpu-mini'" in unknown and "llama-3-1-8b-instruct-vllm" in unknown
     assert "1 or more" in _one_line_error(apex_cli("benchmark", "--workload", "cpu-mini", "--runs", "0"))
+    assert "600 seconds" in _one_line_error(apex_cli("benchmark", "--workload", "cpu-mini", "--min-run-s", "-1"))
     liger = _one_line_error(apex_cli("benchmark", "--workload", "cpu-mini", "--kernels", "liger"))
     assert "need a GPU" in liger
     assert "--workload" in _one_line_error(apex_cli("benchmark"))

@@ -119,6 +119,13 @@ def test_bad_arguments_are_one_line_user_errors(kwargs, message):
 def test_asking_for_a_gpu_where_there_is_none_is_a_user_error():
     with pytest.raises(ApexUserError, match="torch sees no CUDA or ROCm GPU"):
         capture(lambda: None, device="cuda")
+    with pytest.raises(ApexUserError, match="torch sees no CUDA or ROCm GPU"):
+        capture(lambda: None, device="cuda:1")
+
+
+def test_an_unknown_device_name_is_a_user_error_that_lists_the_valid_ones():
+    with pytest.raises(ApexUserError, match="'auto', 'cpu', 'cuda' or 'cuda:N'"):
+        capture(lambda: None, device="gpu0")
 
 
 @pytest.mark.gpu
