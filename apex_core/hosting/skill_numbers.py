@@ -388,13 +388,18 @@ def _verdict(claim: _Claim, specs: list[GpuSpec], keyword: str | None, dtype: st
 
 def _same_clause(text: str, mentions: list[tuple[int, int, str | tuple[str, ...]]],
                  claim: _Claim) -> list[tuple[int, int, str | tuple[str, ...]]]:
-    """The GPU mentions in the claim's clause (between semicolons), or all of the span's if that has none:
-    in "the MI355X has 160 KiB; the MI300X 64 KiB" the 160 belongs to the MI355X, however close the MI300X."""
-    left = text.rfind(";", 0, claim.start) + 1
-    right = text.find(";", claim.end)
-    right = len(text) if right < 0 else right
-    inside = [m for m in mentions if left <= m[0] and m[1] <= right]
-    return inside or mentions
+    """The GPU mentions of the claim's list segment (", "), else of its clause ("; "), else of the span.
+
+    "MI300X 192 GB at 5.3 TB/s, MI355X 288 GB at 8 TB/s": the 5.3 belongs to the MI300X, though the
+    MI355X stands nearer; "the MI355X has 160 KiB; the MI300X 64 KiB": the 160 belongs to the MI355X."""
+    for separators in ((", ", "; "), ("; ",)):
+        left = max(text.rfind(sep, 0, claim.start) for sep in separators) + 1
+        rights = [i for i in (text.find(sep, claim.end) for sep in separators) if i >= 0]
+        right = min(rights) if rights else len(text)
+        inside = [m for m in mentions if left <= m[0] and m[1] <= right]
+        if inside:
+            return inside
+    return mentions
 
 
 def _check_span(span: _Span, path: Path) -> Iterator[NumberFinding]:
