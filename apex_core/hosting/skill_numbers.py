@@ -82,10 +82,10 @@ _UNITS = (
 )
 _WITH_UNIT = re.compile(_NUMBER + "(?P<unit>" + "|".join(f"(?P<{name}>{pattern})" for name, pattern in _UNITS) + ")")
 _WAVE_PREFIX = re.compile(
-    r"\b(?:wave|warp|wavefront)(?P<num>32|64)\b"
+    r"\b(?:wave|warp|wavefront)(?P<num>\d+)\b"
     r"|\b(?:wavefront|warp|wave) size (?:of |is |= ?)?(?P<num2>\d+)\b"
     r"|\b(?:wavefronts?|warps?|waves?) of (?P<num3>\d+)(?: threads| lanes| work-items)?\b", _CI)
-_PER_XCD = re.compile(r"\s*(?:per|/|each|an?)\s*XCD\b", _CI)
+_PER_XCD = re.compile(r"\s*(?:of (?:L2|LDS|cache|memory) )?(?:per|/|each|an?)\s*XCD\b", _CI)
 _PER_GROUP = re.compile(r"\s*(?:per|/|of each|for one|in one|a)\s*(?:thread ?block|block|work-?group|CTA|wave(?:front)?|warp|lane|thread|SIMD)\b", _CI)
 _BARE_NUMBER = re.compile(_NUMBER + r"(?![\w.]|\s*%|\s*x\b)")
 
