@@ -85,7 +85,7 @@ _WAVE_PREFIX = re.compile(
     r"\b(?:wave|warp|wavefront)(?P<num>\d+)\b"
     r"|\b(?:wavefront|warp|wave) size (?:of |is |= ?)?(?P<num2>\d+)\b"
     r"|\b(?:wavefronts?|warps?|waves?) of (?P<num3>\d+)(?: threads| lanes| work-items)?\b", _CI)
-_PER_XCD = re.compile(r"\s*(?:of (?:L2|LDS|cache|memory) )?(?:per|/|each|an?)\s*XCD\b", _CI)
+_PER_XCD = re.compile(r"\s*(?:of (?:L2|LDS|cache|memory) )?,?\s*(?:one )?(?:per|/|each|an?)\s*XCD\b", _CI)
 _PER_GROUP = re.compile(r"\s*(?:per|/|of each|for one|in one|a)\s*(?:thread ?block|block|work-?group|CTA|wave(?:front)?|warp|lane|thread|SIMD)\b", _CI)
 _BARE_NUMBER = re.compile(_NUMBER + r"(?![\w.]|\s*%|\s*x\b)")
 
@@ -210,7 +210,7 @@ def _sentences(paragraph: list[tuple[int, str]]) -> Iterator[_Span]:
     for number, line in paragraph:
         starts.append((len(joined), number, line))
         joined += line.strip() + " "
-    for match in re.finditer(r".+?(?:(?<=[.!?])\s+(?=[A-Z`(*\[])|$)", joined):
+    for match in re.finditer(r".+?(?:[.!?][*_\"')\]]*\s+(?=[A-Z`(*\[])|$)", joined):
         if not match.group(0).strip():
             continue
         touched = [(n, t) for i, (start, n, t) in enumerate(starts)
@@ -409,7 +409,9 @@ def _check_span(span: _Span, path: Path) -> Iterator[NumberFinding]:
     mentions: list[tuple[int, int, str | tuple[str, ...]]] = [
         (m.start(), m.end(), keys) for pattern, keys in GPU_NAMES for m in pattern.finditer(text)]
     cited = bool(CITATION.search(span.text) or CITATION.search(span.lines))
-    claims = sorted(_claims(text, span.label), key=lambda c: c.start)
+    claims = sorted((c for c in _claims(text, span.label)
+                     if not any(m_start <= c.start < m_end for m_start, m_end, _ in mentions)),
+                    key=lambda c: c.start)  # the 3 of "CDNA 3" is a name, not a number
     for index, claim in enumerate(claims):
         gpus = span.gpus or _nearest(_same_clause(text, mentions, claim), claim.start, claim.end, limit=None)
         if not gpus or isinstance(gpus, str):
