@@ -77,12 +77,44 @@ class Embedder:
         self._model = _import_inference()(table, Tokenizer.from_file(str(tokenizer_file)))
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        """One row per text, float32, each of unit length (an empty text gives a zero row)."""
+        """One row per text, float32, each of unit length (an empty text gives a zero row): the
+        plain mean of the tokens' vectors, as the model was trained."""
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
-        vectors = np.asarray(self._model.embed(texts, norm=False), dtype=np.float32)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return vectors / np.where(norms > 0, norms, 1.0)
+        return _unit(np.asarray(self._model.embed(texts, norm=False), dtype=np.float32))
+
+    def embed_query(self, text: str, weights: np.ndarray | None) -> np.ndarray:
+        """A query's vector (1 x dimensions): its tokens' vectors averaged with ``weights`` (one per
+        vocabulary entry, see ``token_weights``), so that the words that tell passages apart count
+        and "how", "the" or "triton" barely do; the plain mean when ``weights`` is None."""
+        if weights is None:
+            return self.embed([text])
+        ids = np.asarray(self._token_ids([text])[0], dtype=np.int64)
+        if ids.size == 0:
+            return np.zeros((1, self.dimensions), dtype=np.float32)
+        chosen = weights[ids].astype(np.float32)
+        vector = (self._model.embedding[ids] * chosen[:, None]).sum(axis=0) / max(float(chosen.sum()), 1e-9)
+        return _unit(vector[None, :].astype(np.float32))
+
+    def token_weights(self, texts: list[str]) -> np.ndarray:
+        """A weight per vocabulary entry from how many of ``texts`` hold it: log(1 + N / (df + 1)),
+        the smoothed inverse document frequency of the corpus (SIF-style weighting of a static
+        embedding, Arora et al. 2017). Measured on the evaluation set: recall@5 0.898 with the plain
+        mean, 0.939 with the query weighted (docs/docs_search.md)."""
+        frequencies = np.zeros(self._model.embedding.shape[0], dtype=np.float64)
+        for ids in self._token_ids(texts):
+            frequencies[np.unique(np.clip(ids, 0, frequencies.size - 1))] += 1
+        return np.log1p(len(texts) / (frequencies + 1.0)).astype(np.float32)
+
+    def _token_ids(self, texts: list[str]) -> list[list[int]]:
+        encoded = self._model.tokenizer.encode_batch(texts, is_pretokenized=False, add_special_tokens=False)
+        limit = self._model.embedding.shape[0] - 1
+        return [[min(max(i, 0), limit) for i, keep in zip(e.ids, e.attention_mask) if keep] for e in encoded]
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms > 0, norms, 1.0)
 
 
 @lru_cache(maxsize=1)

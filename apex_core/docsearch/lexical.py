@@ -2,7 +2,8 @@
 
 Kernel documentation is full of exact names a static embedding knows nothing about (``num_warps``,
 ``tl.dot``, ``gfx950``, ``MFMA``); BM25 finds them by the word. The tokenizer keeps such names
-whole and also adds their parts, so ``lds_per_cu_kib`` matches "LDS" and ``tl.dot`` matches "dot";
+whole and also adds their parts, so ``lds_per_cu_kib`` matches "LDS", ``tl.dot`` matches "dot" and
+``triton.testing.do_bench`` matches ``do_bench``;
 it drops common English words and a plural ``s``, the only stemming done.
 """
 
@@ -26,9 +27,12 @@ def tokenize(text: str) -> list[str]:
     """Lower-case words and names, compound names also split into their parts, stop words dropped."""
     tokens: list[str] = []
     for word in _TOKEN.findall(text.lower()):
+        dotted = word.split(".")
         parts = re.split(r"[._]", word)
         if len(parts) > 1:
             tokens.append(word)  # a name is matched exactly, its parts loosely
+        if len(dotted) > 1:
+            tokens += [name for name in dotted if "_" in name]  # 'do_bench' of 'triton.testing.do_bench'
         tokens += [_singular(part) for part in parts if part and part not in _STOPWORDS]
     return tokens
 

@@ -1,6 +1,7 @@
 """Answering a query: the vector leg and the lexical leg, fused by reciprocal rank.
 
-Each leg ranks up to ``depth`` chunks (at least 50); ``fusion.reciprocal_rank_fusion`` merges the
+Each leg ranks up to ``depth`` chunks (at least 50); the vector leg embeds the query with its
+tokens weighted by the corpus's inverse document frequency (``embedding.token_weights``); ``fusion.reciprocal_rank_fusion`` merges the
 two rankings and the best ``k`` are returned with their text, source, section, page, lines, fused
 score and place in each leg. An open index (chromadb collection, BM25 arrays) is kept per folder
 for the life of the process and reopened when ``index`` has changed it, so a query after the
@@ -16,6 +17,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import numpy as np
+
 from apex_core.docsearch.embedding import embedder
 from apex_core.docsearch.fusion import RRF_K, reciprocal_rank_fusion
 from apex_core.docsearch.lexical import LexicalIndex
@@ -23,6 +26,7 @@ from apex_core.docsearch.models import KINDS, DocHit
 from apex_core.docsearch.store import (
     LEXICAL_DIR,
     MANIFEST,
+    QUERY_WEIGHTS,
     Progress,
     chunk_from_stored,
     index,
@@ -44,6 +48,8 @@ class _OpenIndex:
         self.collection = open_collection(folder)
         self.count = self.collection.count()
         self.lexical = LexicalIndex.load(folder / LEXICAL_DIR)
+        weights = folder / QUERY_WEIGHTS
+        self.weights = np.load(weights) if weights.is_file() else None
 
 
 _open: dict[Path, _OpenIndex] = {}
@@ -92,7 +98,7 @@ def search(query: str, k: int = 5, *, index_dir: Path | None = None, kinds: list
         return []
     depth = min(max(MIN_DEPTH, 4 * k), opened.count)
     where = {"kind": {"$in": list(wanted)}} if wanted else None
-    found = opened.collection.query(query_embeddings=embedder().embed([text]), n_results=depth, where=where,
+    found = opened.collection.query(query_embeddings=embedder().embed_query(text, opened.weights), n_results=depth, where=where,
                                     include=["documents", "metadatas"])
     records = {chunk_id: (doc, meta) for chunk_id, doc, meta in zip(found["ids"][0], found["documents"][0], found["metadatas"][0])}
     vector_ranking = list(found["ids"][0])

@@ -2,10 +2,12 @@
 
 An index folder (``docs_index/index/`` by default, ``$APEX_DOCS_INDEX`` or ``index_dir`` instead)
 holds ``chroma/`` (a persistent chromadb collection: each chunk's vector, text and metadata),
-``lexical/`` (the BM25 index and the chunk ids in its order) and ``manifest.json`` (each indexed
-unit's content hash and chunk count). ``index`` compares hashes: an unchanged unit costs one hash,
+``lexical/`` (the BM25 index and the chunk ids in its order), ``query_weights.npy`` (how much each
+token of a query counts in the vector leg) and ``manifest.json`` (each indexed unit's content hash
+and chunk count). ``index`` compares hashes: an unchanged unit costs one hash,
 a changed one has its chunks deleted and written again, a vanished one has them deleted. The BM25
-index is rebuilt from the collection whenever anything changed (seconds for the default corpus).
+index and the query weights are rebuilt from the collection whenever anything changed (a second
+for the default corpus); the stored vectors never depend on the rest of the corpus.
 
 chromadb is opened with telemetry off and no embedding function: the vectors are computed here
 (``embedding.py``) and handed over, so chromadb never loads or downloads a model of its own.
@@ -22,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from apex_core.docsearch.corpus import DOCS_INDEX_DIR, SUFFIXES, Unit, default_units, file_unit, units_for_paths
@@ -39,6 +42,8 @@ COLLECTION = "apex_docs"
 MANIFEST = "manifest.json"
 CHROMA_DIR = "chroma"
 LEXICAL_DIR = "lexical"
+QUERY_WEIGHTS = "query_weights.npy"
+"""The vector leg's weight per token, from the corpus's document frequencies (embedding.token_weights)."""
 _BATCH = 512
 
 
@@ -236,8 +241,13 @@ def _save_lexical(collection, folder: Path) -> None:
     if target.exists():
         for old in target.iterdir():
             old.unlink()
+    weights_file = folder / QUERY_WEIGHTS
     if ids:
         LexicalIndex.build(ids, kinds, texts).save(target)
+        with open(weights_file, "wb") as handle:
+            np.save(handle, embedder().token_weights(texts))
+    else:
+        weights_file.unlink(missing_ok=True)
 
 
 def _write_manifest(folder: Path, manifest: Manifest) -> None:

@@ -45,3 +45,17 @@ def test_loading_the_model_leaves_the_root_logger_as_it_was():
               "print(len(logging.getLogger().handlers), logging.getLogger().level)")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "0 30", done.stderr[-1000:]
+
+
+def test_a_token_in_every_text_weighs_less_than_a_rare_one_and_weights_steer_the_query_vector():
+    model = embedder()
+    texts = ["the swizzle of tiles", "the occupancy of waves", "the bank conflicts"]
+    weights = model.token_weights(texts)
+    common = model._token_ids(["the"])[0][0]
+    rare = model._token_ids(["swizzle"])[0][0]
+    assert weights[common] < weights[rare]
+    plain = model.embed_query("the the the swizzle", None)
+    weighted = model.embed_query("the the the swizzle", weights)
+    swizzle = model.embed(["swizzle"])
+    assert (weighted @ swizzle.T).item() > (plain @ swizzle.T).item()
+    assert np.isclose(np.linalg.norm(weighted), 1.0, atol=1e-5)

@@ -24,6 +24,7 @@ def test_an_unchanged_file_is_not_indexed_again_a_changed_one_is_replaced_and_a_
 
     first = index([docs], index_dir=folder)
     assert (sorted(first.added), first.updated, first.unchanged, first.chunks) == ([str(docs / "a.md"), str(docs / "b.md")], [], 0, 2)
+    assert (folder / store.QUERY_WEIGHTS).is_file() and (folder / store.LEXICAL_DIR / "ids.json").is_file()
 
     again = index([docs], index_dir=folder)
     assert (again.added, again.updated, again.removed, again.unchanged, again.chunks_written) == ([], [], [], 2, 0)
