@@ -87,6 +87,9 @@ _WAVE_PREFIX = re.compile(
     r"|\b(?:wavefronts?|warps?|waves?) of (?P<num3>\d+)(?: threads| lanes| work-items)?\b", _CI)
 _PER_XCD = re.compile(r"\s*(?:of (?:L2|LDS|cache|memory) )?,?\s*(?:one )?(?:per|/|each|an?)\s*XCD\b", _CI)
 _PER_GROUP = re.compile(r"\s*(?:per|/|of each|for one|in one|a)\s*(?:thread ?block|block|work-?group|CTA|wave(?:front)?|warp|lane|thread|SIMD)\b", _CI)
+_OF_THE_KERNEL = re.compile(
+    r"\s*(?:per|a|each|for one|of one|in one)\s+(?:pipeline )?(?:stage|tile|buffer|row|column|iteration|K step)s?\b", _CI)
+"""A number 'per stage', 'per tile', 'per row' is about the kernel's design, not the GPU: it is not checked."""
 _BARE_NUMBER = re.compile(_NUMBER + r"(?![\w.]|\s*%|\s*x\b)")
 
 KEYWORDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
@@ -270,6 +273,8 @@ def _parse(number: str) -> tuple[float, int]:
 
 def _claim(start: int, end: int, written: str, kind: str, number: str, after: str) -> _Claim:
     value, decimals = _parse(number)
+    if _OF_THE_KERNEL.match(after):
+        kind = "kernel"
     return _Claim(start, end, written.strip(), kind, value, decimals, bool(_PER_XCD.match(after)),
                   bool(_PER_GROUP.match(after)))
 
@@ -413,6 +418,8 @@ def _check_span(span: _Span, path: Path) -> Iterator[NumberFinding]:
                      if not any(m_start <= c.start < m_end for m_start, m_end, _ in mentions)),
                     key=lambda c: c.start)  # the 3 of "CDNA 3" is a name, not a number
     for index, claim in enumerate(claims):
+        if claim.kind == "kernel":
+            continue
         gpus = span.gpus or _nearest(_same_clause(text, mentions, claim), claim.start, claim.end, limit=None)
         if not gpus or isinstance(gpus, str):
             continue  # no GPU named: a tile size or a measured figure, not a fact about a product
