@@ -121,7 +121,21 @@ fi
 if [ "$SKIP_DOWNLOADS" = 1 ]; then
   say "==> skipping optional downloads (--skip-downloads)"
 else
-  say "==> optional downloads: none are defined in this version (ROCm source trees and PDFs come with the source explorer)"
+  say "==> optional downloads: the public AMD PDFs of docs_index/manifest.toml (ROCm source trees come with the source explorer)"
+fi
+
+# --- documentation index -------------------------------------------------------------------------
+# Fetches the manifest's PDFs into docs_index/pdfs/ unless --skip-downloads (a missing network is
+# reported, never fatal), then indexes the skills, docs, hardware facts, kernel docstrings and PDFs
+# into docs_index/index/ (incremental: seconds when nothing changed). A failure here is reported
+# and set-up goes on: `apex docs index` builds it later, and a first search builds it too.
+DOCS_ARGS=(--fetch)
+if [ "$SKIP_DOWNLOADS" = 1 ]; then DOCS_ARGS=(--skip-downloads); fi
+say "==> documentation index (apex docs)"
+if [ "$QUIET" = 1 ]; then
+  "$VPY" "$ROOT/docs_index/build.py" "${DOCS_ARGS[@]}" >/dev/null || say "    (the documentation index was not built; run: .venv/bin/apex docs index)"
+else
+  "$VPY" "$ROOT/docs_index/build.py" "${DOCS_ARGS[@]}" || say "    (the documentation index was not built; run: .venv/bin/apex docs index)"
 fi
 
 # --- agent CLIs ----------------------------------------------------------------------------------
