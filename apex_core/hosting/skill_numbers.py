@@ -88,7 +88,8 @@ _WAVE_PREFIX = re.compile(
 _PER_XCD = re.compile(r"\s*(?:of (?:L2|LDS|cache|memory) )?,?\s*(?:one )?(?:per|/|each|an?)\s*XCD\b", _CI)
 _PER_GROUP = re.compile(r"\s*(?:per|/|of each|for one|in one|a)\s*(?:thread ?block|block|work-?group|CTA|wave(?:front)?|warp|lane|thread|SIMD)\b", _CI)
 _OF_THE_KERNEL = re.compile(
-    r"\s*(?:per|a|each|for one|of one|in one)\s+(?:pipeline )?(?:stage|tile|buffer|row|column|iteration|K step)s?\b", _CI)
+    r"\s*(?:of (?:LDS|shared memory|registers|VGPRs|L2) )?(?:per|a|each|for one|of one|in one)\s+"
+    r"(?:pipeline )?(?:stage|tile|buffer|row|column|iteration|K step)s?\b", _CI)
 """A number 'per stage', 'per tile', 'per row' is about the kernel's design, not the GPU: it is not checked."""
 _BARE_NUMBER = re.compile(_NUMBER + r"(?![\w.]|\s*%|\s*x\b)")
 
