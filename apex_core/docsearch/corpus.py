@@ -14,6 +14,7 @@ docstrings of the kernel packages that are installed (triton, liger_kernel, fla)
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -144,12 +145,9 @@ def default_units(root: Path = PROJECT_ROOT, packages: tuple[str, ...] = DOCSTRI
 
 def package_units(package: str) -> list[Unit] | None:
     """One docstring unit per public module of an installed package, None when it is not installed."""
-    from apex_core.sources.packages import installed_package
-
-    found = installed_package(package)
-    if found is None:
+    root = _package_root(package)
+    if root is None:
         return None
-    root = found.root
     if root.is_file():  # a single-module distribution
         return [Unit(key=f"{package}:{package}", kind="docstring", source=f"{package}:{package}", path=root,
                      module=package, default=True)]
@@ -162,6 +160,24 @@ def package_units(package: str) -> list[Unit] | None:
         source = f"{package}:{module}"
         units.append(Unit(key=source, kind="docstring", source=source, path=path, module=module, default=True))
     return units
+
+
+def _package_root(package: str) -> Path | None:
+    """Where import name ``package`` is installed (its folder, or its file for a one-module
+    distribution), found with ``importlib.util.find_spec`` without running the package. Not
+    ``apex_core.sources.packages.installed_package``: importing ``apex_core.sources`` loads torch,
+    a second and more that a no-op ``apex docs index`` would otherwise spend."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations))).resolve()
+    if spec.origin and spec.origin not in ("built-in", "frozen"):
+        return Path(spec.origin).resolve()
+    return None
 
 
 def units_for_paths(paths: list[Path], skip: Path | None = None) -> tuple[list[Unit], list[Path]]:

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ValidationError
 
 from apex_core.docsearch.corpus import DOCS_INDEX_DIR, SUFFIXES, Unit, default_units, file_unit, units_for_paths
 from apex_core.docsearch.embedding import MODEL_NAME, embedder
-from apex_core.docsearch.lexical import LexicalIndex
+from apex_core.docsearch.lexical import IDS_FILE, LexicalIndex
 from apex_core.docsearch.models import Chunk, IndexReport
 from apex_core.errors import ApexUserError
 
@@ -145,35 +145,37 @@ def index(paths: list[Path] | None = None, *, index_dir: Path | None = None, pro
     report = IndexReport(index_dir=str(folder), skipped=skipped)
     with _locked(folder):
         manifest = read_manifest(folder)
-        if manifest is None or manifest.format != FORMAT or manifest.embedder != MODEL_NAME:
-            collection = _reset_collection(folder)  # no index, or one this version cannot extend
-            manifest = Manifest()
-        else:
-            collection = open_collection(folder)
+        fresh = manifest is None or manifest.format != FORMAT or manifest.embedder != MODEL_NAME
+        if fresh:
+            manifest = Manifest()  # no index, or one this version cannot extend: built anew
         wanted, stale = _plan(manifest, units, paths is None, given_folders)
         say(0.0, f"checking {len(wanted)} files")
-        reported = 0.0
-        for number, unit in enumerate(wanted):
+        work = []
+        for unit in wanted:  # hashes first: a run that changes nothing never opens chromadb (about a second)
             digest = unit.fingerprint()
             record = manifest.units.get(unit.key)
             if record is not None and record.hash == digest:
                 report.unchanged += 1
-                continue
-            fraction = number / max(len(wanted), 1)
-            if fraction - reported >= 0.05 or not (report.added or report.updated):
-                say(fraction, f"indexing {unit.source}")  # about twenty lines for a whole corpus, not one per file
-                reported = fraction
-            chunks = unit.chunks()
-            _replace_chunks(collection, unit.key, chunks)
-            manifest.units[unit.key] = UnitRecord(hash=digest, kind=unit.kind, source=unit.source,
-                                                  path=str(unit.path) if unit.path else None,
-                                                  default=unit.default or bool(record and record.default), chunks=len(chunks))
-            report.chunks_written += len(chunks)
-            (report.updated if record is not None else report.added).append(unit.source)
-        for key in stale:
-            collection.delete(where={"unit": key})
-            report.removed.append(manifest.units.pop(key).source)
-        if report.changed or not (folder / LEXICAL_DIR / "ids.json").is_file():
+            else:
+                work.append((unit, digest, record))
+        if work or stale or fresh or not (folder / LEXICAL_DIR / IDS_FILE).is_file():
+            collection = _reset_collection(folder) if fresh else open_collection(folder)
+            reported = -1.0
+            for number, (unit, digest, record) in enumerate(work):
+                fraction = 0.9 * number / len(work)
+                if fraction - reported >= 0.05:
+                    say(fraction, f"indexing {unit.source}")  # about twenty lines for a whole corpus, not one per file
+                    reported = fraction
+                chunks = unit.chunks()
+                _replace_chunks(collection, unit.key, chunks)
+                manifest.units[unit.key] = UnitRecord(hash=digest, kind=unit.kind, source=unit.source,
+                                                      path=str(unit.path) if unit.path else None,
+                                                      default=unit.default or bool(record and record.default), chunks=len(chunks))
+                report.chunks_written += len(chunks)
+                (report.updated if record is not None else report.added).append(unit.source)
+            for key in stale:
+                collection.delete(where={"unit": key})
+                report.removed.append(manifest.units.pop(key).source)
             say(0.95, "building the lexical (BM25) index")
             _save_lexical(collection, folder)
             _write_manifest(folder, manifest)

@@ -1,7 +1,7 @@
 from pathlib import Path
 
 from apex_core.docsearch.corpus import HARDWARE_KEY, PROJECT_ROOT, default_units, file_unit, package_units, units_for_paths
-from apex_core.sources.packages import installed_package
+from apex_core.sources.packages import installed_package  # the source index's locator, to agree with
 
 
 def test_the_default_corpus_has_the_skills_docs_readme_and_hardware_model_and_says_what_is_absent():
@@ -19,6 +19,7 @@ def test_kernel_package_docstrings_are_one_unit_per_public_module():
         assert package_units("triton") is None
         return
     units = {unit.key: unit for unit in package_units("triton")}
+    assert all(unit.path.is_relative_to(installed_package("triton").root) for unit in units.values())
     assert "triton:triton.language.core" not in units or units["triton:triton.language.core"].module == "triton.language.core"
     assert "triton:triton.runtime.autotuner" in units
     assert not any("._" in key.split(":", 1)[1] for key in units)  # private modules are internals
