@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 
 from apex_core.docsearch.corpus import DOCS_INDEX_DIR, PDF_DIR
 from apex_core.errors import ApexUserError
+from apex_core.progress import Progress, reporter
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -75,9 +76,10 @@ def read_manifest(path: Path = MANIFEST_FILE) -> list[PdfSource]:
     return entries
 
 
-def fetch_pdfs(entries: list[PdfSource], folder: Path = PDF_DIR, timeout_s: float = 60.0, progress=None) -> FetchReport:
+def fetch_pdfs(entries: list[PdfSource], folder: Path = PDF_DIR, timeout_s: float = 60.0,
+               progress: Progress | None = None) -> FetchReport:
     """Download the entries not yet in ``folder``; never raises for a network failure."""
-    say = progress or (lambda fraction, message: None)
+    say = reporter(progress)
     folder.mkdir(parents=True, exist_ok=True)
     report = FetchReport()
     for number, entry in enumerate(entries):

@@ -27,7 +27,6 @@ from apex_core.docsearch.store import (
     LEXICAL_DIR,
     MANIFEST,
     QUERY_WEIGHTS,
-    Progress,
     chunk_from_stored,
     index,
     index_exists,
@@ -35,6 +34,7 @@ from apex_core.docsearch.store import (
     resolve_index_dir,
 )
 from apex_core.errors import ApexUserError, UnknownNameError
+from apex_core.progress import Progress
 
 MAX_K = 50
 MIN_DEPTH = 50

@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -32,8 +32,8 @@ from apex_core.docsearch.embedding import MODEL_NAME, embedder
 from apex_core.docsearch.lexical import IDS_FILE, LexicalIndex
 from apex_core.docsearch.models import Chunk, IndexReport
 from apex_core.errors import ApexUserError
+from apex_core.progress import Progress, reporter
 
-Progress = Callable[[float, str], None]
 ENV_VAR = "APEX_DOCS_INDEX"
 DEFAULT_INDEX_DIR = DOCS_INDEX_DIR / "index"
 FORMAT = 1
@@ -130,7 +130,7 @@ def index(paths: list[Path] | None = None, *, index_dir: Path | None = None, pro
     """Bring the index up to date: the default corpus (and files added before) when ``paths`` is
     None, else just these files and folders. Incremental by content hash; see the module doc."""
     started = time.perf_counter()
-    say: Progress = progress or (lambda fraction, message: None)
+    say = reporter(progress)
     folder = resolve_index_dir(index_dir)
     skipped: list[str] = []
     given_folders: list[Path] = []
