@@ -38,15 +38,17 @@ class Section:
 
 
 def split_lines(lines: list[str], first_line: int = 1, max_chars: int = MAX_CHARS,
-                overlap_chars: int = OVERLAP_CHARS) -> list[Piece]:
+                overlap_chars: int = OVERLAP_CHARS, markdown: bool = False) -> list[Piece]:
     """``lines`` (numbered from ``first_line``) as pieces of at most about ``max_chars``, cut at
     blank lines where possible, with the last paragraph of a piece repeated at the start of the next
-    when it is shorter than ``overlap_chars``. Blank-only input gives no piece."""
+    when it is shorter than ``overlap_chars``. Blank-only input gives no piece. With ``markdown``, a
+    heading line stays with the paragraph after it (a piece of just "### LDS" answers nothing)."""
     pieces: list[Piece] = []
     current: list[Piece] = []
     size = 0
     for block in _blocks(lines, first_line, max_chars):
-        if current and size + len(block.text) + 2 > max_chars:
+        only_headings = markdown and all(_HEADING.match(b.text) and "\n" not in b.text for b in current)
+        if current and size + len(block.text) + 2 > max_chars and not only_headings:
             pieces.append(_join(current))
             tail = current[-1]
             current = [tail] if len(current) > 1 and len(tail.text) <= overlap_chars else []
@@ -121,5 +123,5 @@ def markdown_sections(text: str, max_chars: int = MAX_CHARS, overlap_chars: int 
         body = lines[begin + 1:end] if heading is not None else lines[begin:end]
         if not any(line.strip() for line in body):
             continue  # a heading followed at once by a subheading: its subsections carry its title
-        sections.append(Section(heading, split_lines(lines[begin:end], begin + 1, max_chars, overlap_chars)))
+        sections.append(Section(heading, split_lines(lines[begin:end], begin + 1, max_chars, overlap_chars, markdown=True)))
     return sections

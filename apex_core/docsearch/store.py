@@ -36,7 +36,7 @@ from apex_core.progress import Progress, reporter
 
 ENV_VAR = "APEX_DOCS_INDEX"
 DEFAULT_INDEX_DIR = DOCS_INDEX_DIR / "index"
-FORMAT = 1
+FORMAT = 2
 """Bumped when chunking or metadata change: an index of another format is rebuilt from scratch."""
 COLLECTION = "apex_docs"
 MANIFEST = "manifest.json"

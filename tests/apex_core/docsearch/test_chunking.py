@@ -40,3 +40,11 @@ def test_a_single_line_longer_than_a_piece_is_sliced_and_blank_text_gives_nothin
     pieces = split_lines(["x" * 2500], max_chars=1000)
     assert [len(p.text) for p in pieces] == [1000, 1000, 500]
     assert split_lines(["", "   ", ""]) == []
+
+
+def test_a_heading_stays_with_the_long_paragraph_after_it():
+    text = "# Title\n\n## LDS\n\n" + "The LDS holds tiles. " * 100 + "\n"
+    sections = markdown_sections(text, max_chars=600)
+    first = sections[0].pieces[0]
+    assert first.text.startswith("## LDS\n\nThe LDS holds tiles.")
+    assert not any(piece.text.strip() == "## LDS" for section in sections for piece in section.pieces)
