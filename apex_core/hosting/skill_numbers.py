@@ -122,10 +122,10 @@ DENSITY: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 """A peak written 'with sparsity' is twice the dense one the model holds; the word after the figure decides."""
 _WINDOW = 60
-"""How far (in characters) a unit's keyword or a GPU's name may stand from the number it qualifies."""
-
-
+"""How far (in characters) a unit's keyword may stand from the number it qualifies, outside the number's
+territory; a GPU's name may stand anywhere in the number's segment, clause or sentence."""
 _WAVE_LABEL = re.compile(r"\bwave(?:front)? size\b|\bwarp size\b|\blanes\b", _CI)
+"""A table row or column about wave width lends its numbers the unit 'lanes'."""
 
 
 @dataclass(frozen=True)
