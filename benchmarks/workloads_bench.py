@@ -23,13 +23,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from apex_core.analysis import identify_run, profile_workload  # noqa: E402
 from apex_core.workloads import benchmark, customize, get_workload  # noqa: E402
+from apex_core.workloads.runner import DEFAULT_MIN_RUN_S  # noqa: E402
 
 
-def one_case(case: str, runs: int, top: int, root: Path) -> dict:
+def one_case(case: str, runs: int, top: int, root: Path, min_run_s: float) -> dict:
     workload, _, kernels = case.partition("+")
     spec = customize(get_workload(workload), kernels=kernels or None)
     started = time.perf_counter()
-    measured = benchmark(spec, runs=runs, results_dir=root)
+    measured = benchmark(spec, runs=runs, results_dir=root, min_run_s=min_run_s)
     profile, run_dir = profile_workload(spec, root, calls=3)
     everything = identify_run(run_dir, top_k=None)
     mapped = sum(k.device_time_share for k in everything.kernels if k.task_id)
@@ -42,6 +43,8 @@ def one_case(case: str, runs: int, top: int, root: Path) -> dict:
         "case": case, "device": measured.workload.device, "layers": measured.workload.layers,
         "tokens_per_s": measured.tokens_per_s, "prefill_tokens_per_s": measured.prefill_tokens_per_s,
         "decode_tokens_per_s": measured.decode_tokens_per_s, "cv": measured.cv, "runs": runs,
+        "runs_tokens_per_s": [round(run.tokens_per_s, 1) for run in measured.runs],
+        "request_mixes_per_run": measured.request_mixes_per_run, "min_run_s": min_run_s,
         "profiler_overhead": profile.overhead, "share_mapped_to_tasks": round(mapped, 4), "top": top_kernels,
         "elapsed_s": round(time.perf_counter() - started, 1),
     }
@@ -52,17 +55,19 @@ def main() -> None:
     parser.add_argument("--cases", default="cpu-mini", help="comma-separated workload ids, '+stack' for kernel stacks")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--top", type=int, default=5)
+    parser.add_argument("--min-run-s", type=float, default=DEFAULT_MIN_RUN_S)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory(prefix="apex-workloads-bench-") as folder:
         for case in args.cases.split(","):
-            row = one_case(case, args.runs, args.top, Path(folder))
+            row = one_case(case, args.runs, args.top, Path(folder), args.min_run_s)
             results.append(row)
             cv = f"{100 * row['cv']:.1f}%" if row["cv"] is not None else "-"
             print(f"{case}: {row['tokens_per_s']:.0f} tok/s (prefill {row['prefill_tokens_per_s']:.0f}, decode "
                   f"{row['decode_tokens_per_s']:.0f}), cv {cv} over {args.runs} runs, profiler overhead "
-                  f"{100 * (row['profiler_overhead'] or 0):.1f}%, {100 * row['share_mapped_to_tasks']:.1f}% of the time maps to a task",
+                  f"{100 * (row['profiler_overhead'] or 0):.1f}%, {100 * row['share_mapped_to_tasks']:.1f}% of the time maps to a task; "
+                  f"{row['request_mixes_per_run']} mixes per run, runs {row['runs_tokens_per_s']}",
                   flush=True)
             for k in row["top"]:
                 print(f"  {100 * k['share']:5.1f}%  {k['kind']:<18} {k['task_id'] or '-':<34} {'patchable' if k['patchable'] else '-':<9} {k['name']}")

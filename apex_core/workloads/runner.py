@@ -36,9 +36,11 @@ from apex_core.workloads.spec import WorkloadSpec
 DEFAULT_RUNS = 5
 DEFAULT_WARMUP = 2
 """Two: the first also compiles and autotunes (Triton, cuBLAS heuristics); the second, warm, sizes the runs."""
-DEFAULT_MIN_RUN_S = 0.5
-"""A run shorter than this repeats the request mix: one 0.1 s mix is at the mercy of a single
-scheduler hiccup or GC pause, which is how a two-layer model's decode showed a 10% CV on an H200."""
+DEFAULT_MIN_RUN_S = 0.0
+"""By default a run is one request mix. ``--min-run-s`` repeats the mix until a run lasts that
+long (for mixes so short that the clock's granularity matters); measured on 2026-12-01 it did not
+lower the CV of the defaults (docs/benchmarks.md, "Workloads"): their variance is slow drift of
+the machine over seconds, which longer runs catch more of, not jitter within a run."""
 MAX_MIXES_PER_RUN = 1000
 DEFAULT_MAX_CV = 0.05
 DEFAULT_DRIFT = 0.05

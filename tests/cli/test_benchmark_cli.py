@@ -27,7 +27,8 @@ def _apex_script() -> list[str]:
 
 def test_cpu_mini_benchmark_end_to_end_through_the_installed_command(tmp_path):
     done = subprocess.run(
-        [*_apex_script(), "benchmark", "--workload", "cpu-mini", "--runs", "2", "--json", "--results-dir", str(tmp_path)],
+        [*_apex_script(), "benchmark", "--workload", "cpu-mini", "--runs", "2", "--min-run-s", "0.2", "--json",
+         "--results-dir", str(tmp_path)],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=False,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )
@@ -35,8 +36,8 @@ def test_cpu_mini_benchmark_end_to_end_through_the_installed_command(tmp_path):
     result = json.loads(done.stdout)
     assert result["workload"]["id"] == "cpu-mini" and len(result["runs"]) == 2 and result["tokens_per_s"] > 0
     assert "cv" in result and result["results_dir"].startswith(str(tmp_path))
-    # By default a run repeats cpu-mini's short request mix until it lasts half a second.
-    assert result["min_run_s"] == 0.5 and result["request_mixes_per_run"] > 1
+    # --min-run-s repeats cpu-mini's short request mix until a run lasts that long.
+    assert result["min_run_s"] == 0.2 and result["request_mixes_per_run"] > 1
     assert all(run["request_mixes"] == result["request_mixes_per_run"] for run in result["runs"])
     stored = json.loads((Path(result["results_dir"]) / "benchmark.json").read_text())
     assert stored["run_id"] == result["run_id"]
@@ -44,15 +45,14 @@ def test_cpu_mini_benchmark_end_to_end_through_the_installed_command(tmp_path):
 
 
 def test_benchmark_table_cache_and_fail_on_cv(apex_cli, tmp_path):
-    first = apex_cli("benchmark", "--workload", "cpu-mini", "--runs", "1", "--min-run-s", "0", "--results-dir", str(tmp_path))
+    first = apex_cli("benchmark", "--workload", "cpu-mini", "--runs", "1", "--results-dir", str(tmp_path))
     assert first.returncode == 0, first.stderr
     assert "tokens/s (median of 1)" in first.stdout and "cv: n/a (one run)" in first.stdout
     cached = apex_cli("benchmark", "--workload", "cpu-mini", "--runs", "1", "--results-dir", str(tmp_path),
                       "--cache-hours", "1", "--json")
     assert cached.returncode == 0 and json.loads(cached.stdout)["cached"] is True
     # A gate no run can pass: flagged on stderr, exit 1 with --fail-on-cv, the result still printed.
-    strict = apex_cli("benchmark", "--workload", "cpu-mini", "--runs", "2", "--warmup", "0", "--min-run-s", "0",
-                      "--results-dir", str(tmp_path),
+    strict = apex_cli("benchmark", "--workload", "cpu-mini", "--runs", "2", "--warmup", "0", "--results-dir", str(tmp_path),
                       "--max-cv", "1e-12", "--fail-on-cv", "--json")
     assert strict.returncode == 1, strict.stderr
     assert json.loads(strict.stdout)["cv_gate"]["exceeded"] is True and "exceeds --max-cv" in strict.stderr
