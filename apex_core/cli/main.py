@@ -19,6 +19,7 @@ import typer
 from apex_core.cli import render
 from apex_core.cli.analysis import register as register_analysis
 from apex_core.cli.docs import register as register_docs
+from apex_core.cli.source import register as register_source
 from apex_core.cli.mcp import app as mcp_app
 from apex_core.cli.output import JsonOption, console, progress_console, progress_reporter
 from apex_core.cli.output import print_json as _print_json
@@ -43,6 +44,7 @@ app.add_typer(mcp_app, name="mcp")
 register_workloads(app)
 register_analysis(app)
 register_docs(app)
+register_source(app)
 
 GpuOption = Annotated[
     Optional[str],

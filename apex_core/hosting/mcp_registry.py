@@ -144,6 +144,29 @@ SERVERS: tuple[ServerSpec, ...] = (
         pass_env=GPU_ENVIRONMENT,
         probe=ToolProbe(tool="find_kernel_source", arguments={"name": "_rms_norm_forward_kernel"}, expect_key="found"),
     ),
+    ServerSpec(
+        name="apex-source",
+        module="servers.source",
+        description="Reads the installed stack's kernels (find, source, callers, callees, launch sites, grep) and searches the docs.",
+        tools=(
+            ToolSummary(name="find_kernel", timeout_s=300, read_only=True,
+                        when_to_use="where a kernel named in a profile is defined, with its package version and launchers"),
+            ToolSummary(name="read_source", timeout_s=120, read_only=True,
+                        when_to_use="numbered source of a kernel, a launcher or any path:line another tool returned"),
+            ToolSummary(name="find_callers", timeout_s=300, read_only=True,
+                        when_to_use="where a kernel is launched or a function called (the call path a patch must keep)"),
+            ToolSummary(name="find_callees", timeout_s=120, read_only=True,
+                        when_to_use="what a kernel or launcher calls and launches"),
+            ToolSummary(name="list_launch_sites", timeout_s=120, read_only=True,
+                        when_to_use="the grid, arguments and meta-parameters each launch passes a kernel"),
+            ToolSummary(name="grep_source", timeout_s=300, read_only=True,
+                        when_to_use="find reference kernels that use an instruction, layout or idiom"),
+            ToolSummary(name="search_docs", timeout_s=300, read_only=True,
+                        when_to_use="hardware facts with sources, skills, docs and AMD PDFs on a question"),
+        ),
+        pass_env=("APEX_CACHE_DIR", "APEX_DOCS_INDEX", "APEX_SOURCE_CHECKOUTS", "XDG_CACHE_HOME"),
+        probe=ToolProbe(tool="find_kernel", arguments={"name": "_rms_norm_forward_kernel"}, expect_key="found"),
+    ),
 )
 """Each server adds one entry here; host configs and prompt tool tables are generated from it."""
 

@@ -51,14 +51,14 @@ def might_hold_triton(text: str) -> bool:
     return "triton" in text or "jit" in text or "](" in text
 
 
-def _dotted(node: ast.expr) -> str:
+def dotted_name(node: ast.expr) -> str:
     """``triton.jit`` for an Attribute chain, ``jit`` for a Name, '' for anything else."""
     if isinstance(node, ast.Call):
-        return _dotted(node.func)
+        return dotted_name(node.func)
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
+        base = dotted_name(node.value)
         return f"{base}.{node.attr}" if base else node.attr
     return ""
 
@@ -128,7 +128,7 @@ def scan_python_source(source: str, module: str = "") -> FileScan:
     from_triton = _names_imported_from_triton(tree)
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            decorators = tuple(_dotted(d) for d in node.decorator_list)
+            decorators = tuple(dotted_name(d) for d in node.decorator_list)
             if any(_is_kernel_decorator(d, from_triton) for d in decorators):
                 scan.kernels.append(FoundKernel(node.name, node.lineno, node.end_lineno or node.lineno, decorators))
     finder = _LaunchFinder(module)

@@ -321,6 +321,17 @@ WORKLOAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
 ]
 """The profiler's and the identifier's tools, in an order where each finds what it needs."""
 
+SOURCE_CALLS: list[tuple[str, dict[str, Any], str]] = [
+    ("find_kernel", {"name": "_sampled_addmm_kernel"}, "found"),  # a Triton kernel every torch 2.x ships
+    ("read_source", {"location": "_sampled_addmm_kernel", "context": 5}, "text"),
+    ("find_callers", {"name": "_sampled_addmm_kernel", "limit": 5}, "refs"),
+    ("find_callees", {"name": "_sampled_addmm_kernel"}, "refs"),
+    ("list_launch_sites", {"name": "_sampled_addmm_kernel"}, "sites"),
+    ("grep_source", {"pattern": "tl\\.dot\\(", "package": "torch", "limit": 3}, "hits"),
+    ("search_docs", {"query": "LDS size per CU of the MI355X", "k": 3}, "hits"),
+]
+"""The source server's tools."""
+
 
 def _wire(value: Any) -> Any:
     """What a reply carries as JSON: NaN and infinity become null, as in every MCP transport."""
@@ -339,13 +350,13 @@ def test_every_reply_of_every_tool_validates_against_its_own_output_schema(tmp_p
     tasks = {**catalog.all_tasks(), "cpu-mini__rms_norm_loose": _loose_task()}
     monkeypatch.setattr(catalog, "all_tasks", lambda: tasks)
     by_tool = {tool.name: server for server in SERVERS for tool in server.tools}
-    calls = _grader_calls(tmp_path) + WORKLOAD_CALLS
+    calls = _grader_calls(tmp_path) + WORKLOAD_CALLS + SOURCE_CALLS
     for spec in all_servers():
         def chosen_calls(spec: Any = spec) -> list[tuple[str, dict[str, Any], str]]:
             if spec.name != GATEWAY.name:
                 return [(tool, a, e) for tool, a, e in calls if by_tool[tool].name == spec.name]
             # The gateway runs each tool once, prefixed (its replies are the servers' own, mounted).
-            allowed = {"ok", "ranking", "arch", *(e for _, _, e in WORKLOAD_CALLS)}
+            allowed = {"ok", "ranking", "arch", *(e for _, _, e in WORKLOAD_CALLS + SOURCE_CALLS)}
             once = {tool: (tool, a, e) for tool, a, e in calls if e in allowed}
             return [(f"{by_tool[tool].namespace}_{tool}", a, e) for tool, a, e in once.values()]
 
