@@ -97,7 +97,10 @@ def _profiler_shapes(row: ProfiledKernel) -> list[CallRecord]:
 def identify_row(row: ProfiledKernel, share: float, model: str, dtype: str, index: SourceIndex, recording: ShapeRecording | None) -> IdentifiedKernel:
     """Everything the identifier says about one profile row (rank filled in by the caller)."""
     demangled = demangle(row.mangled_name or row.name) if (row.mangled_name or row.name).startswith("_Z") else row.name
-    symbol = index.find_kernel(row.mangled_name or row.name) or (index.find_kernel(row.name) if row.mangled_name else None)
+    # Triton sources only: a HIP/CUDA kernel's source (the index has those too) is compiled code a
+    # Python-level patch cannot replace, and the kernel type and reason below speak of Triton.
+    triton = ("triton",)
+    symbol = index.find_kernel(row.mangled_name or row.name, triton) or (index.find_kernel(row.name, triton) if row.mangled_name else None)
     kind, evidence = _kind(row, demangled, symbol, dtype)
     ktype = kernel_type(demangled, symbol is not None)
     module_source = None

@@ -7,27 +7,48 @@ its directory. Reading it again costs a ``stat`` per file: a file whose modifica
 are unchanged keeps its entries, a changed, new or removed file is read again or dropped. A new
 version of a package has another key, so it is scanned from scratch, and the older version's file
 is removed. A cache file that cannot be read is ignored and rewritten, never trusted in part.
+
+What is read: Python files for Triton kernels (``triton_scan``) and C++ sources and headers
+(``SOURCE_SUFFIXES``) for HIP/CUDA ``__global__`` kernels (``cpp_scan``). A file that cannot hold
+device code (no ``__global__``, ``<<<`` or ``LaunchKernel``) is read but not scanned, and kept in
+the cache by its fingerprint like any other file. torch ships about 9,400 headers under
+``torch/include``; 7,048 of them are ``ATen/ops``, generated operator declarations that never hold
+device code, and that directory is skipped (``SKIPPED_SUBTREES``): reading it doubled the C++
+part of a cold build and made the warm one three to four times slower, for nothing
+(docs/identify.md has the figures).
+
+Besides the installed packages, ``build_index`` indexes the source checkouts
+(``packages.source_checkouts``: ``checkout:<name>``, versioned by git commit) unless told not to.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
 from apex_core.grader.cache import default_cache_dir
-from apex_core.sources.names import demangle, kernel_name_candidates
-from apex_core.sources.packages import DEFAULT_PACKAGES, PackageSource, installed_packages
-from apex_core.sources.symbols import LaunchSite, SourceSymbol
+from apex_core.sources.cpp_scan import scan_cpp_source
+from apex_core.sources.names import demangle, kernel_name_candidates, qualified_function_name
+from apex_core.sources.packages import DEFAULT_PACKAGES, PackageSource, installed_packages, source_checkouts
+from apex_core.sources.symbols import LaunchSite, SourceSymbol, SymbolLanguage
 from apex_core.sources.triton_scan import scan_python_source
 
-CACHE_FORMAT = 1
-SOURCE_SUFFIXES = (".py",)
-"""What the scanner reads today; issue 16's ``__global__`` scanner adds .cu/.hip/.cpp/.h here."""
+CACHE_FORMAT = 2
+"""2: C++ files and the C++ fields of symbols and launch sites (format 1 cached Python only)."""
+PYTHON_SUFFIXES = (".py",)
+CPP_SUFFIXES = (".cu", ".cuh", ".hip", ".h", ".hpp", ".cpp", ".cc", ".cxx")
+SOURCE_SUFFIXES = PYTHON_SUFFIXES + CPP_SUFFIXES
 SKIPPED_DIRS = frozenset({"__pycache__", ".git", "node_modules"})
+SKIPPED_SUBTREES = frozenset({("ATen", "ops")})
+"""Directories (by their last path parts) that cannot hold kernels: torch's ``include/ATen/ops``
+is 7,048 generated operator declaration headers (``*_ops.h``, ``*_native.h``, ``*_dispatch.h``)
+without a ``__global__``, ``<<<`` or launch call; reading them cost most of the C++ part of a
+cold build and tripled the size of torch's cache file."""
 
 
 class FileEntry(BaseModel):
@@ -67,26 +88,38 @@ def _source_files(root: Path) -> Iterator[Path]:
         yield root
         return
     for directory, subdirs, files in os.walk(root):
-        subdirs[:] = sorted(d for d in subdirs if d not in SKIPPED_DIRS)
+        parent = Path(directory).name
+        subdirs[:] = sorted(d for d in subdirs if d not in SKIPPED_DIRS and (parent, d) not in SKIPPED_SUBTREES)
         for name in sorted(files):
             if name.endswith(SOURCE_SUFFIXES):
                 yield Path(directory, name)
 
 
 def _module_name(package: PackageSource, relative: str) -> str:
+    """The dotted module of a Python file; in a checkout, its path from the checkout's root
+    (``aiter/ops/triton/rmsnorm.py`` gives ``aiter.ops.triton.rmsnorm``)."""
     if package.root.is_file():
         return package.name
-    parts = [package.name, *Path(relative).with_suffix("").parts]
-    if parts[-1] == "__init__":
+    parts = [*([] if package.kind == "checkout" else [package.name]), *Path(relative).with_suffix("").parts]
+    if len(parts) > 1 and parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
 def _scan_file(package: PackageSource, path: Path, relative: str, stat: os.stat_result) -> FileEntry:
+    """One file's entry: Triton kernels of a .py file, HIP/CUDA kernels of a C++ file."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return FileEntry(mtime_ns=stat.st_mtime_ns, size=stat.st_size)
+    if path.suffix in PYTHON_SUFFIXES:
+        kernels, launches = _python_symbols(package, path, relative, text)
+    else:
+        kernels, launches = _cpp_symbols(package, path, relative, text)
+    return FileEntry(mtime_ns=stat.st_mtime_ns, size=stat.st_size, kernels=kernels, launches=launches)
+
+
+def _python_symbols(package: PackageSource, path: Path, relative: str, text: str) -> tuple[list[SourceSymbol], list[LaunchSite]]:
     module = _module_name(package, relative)
     found = scan_python_source(text, module)
     kernels = [
@@ -97,14 +130,36 @@ def _scan_file(package: PackageSource, path: Path, relative: str, stat: os.stat_
         for k in found.kernels
     ]
     launches = [LaunchSite(kernel=x.kernel, launcher=x.launcher, path=str(path), line=x.line, arguments=x.arguments) for x in found.launches]
-    return FileEntry(mtime_ns=stat.st_mtime_ns, size=stat.st_size, kernels=kernels, launches=launches)
+    return kernels, launches
+
+
+def _cpp_symbols(package: PackageSource, path: Path, relative: str, text: str) -> tuple[list[SourceSymbol], list[LaunchSite]]:
+    found = scan_cpp_source(text, path.suffix, relative)
+    kernels = [
+        SourceSymbol(
+            name=k.name, language=found.language, package=package.name, version=package.version,
+            namespace=k.namespace or None, path=str(path), line=k.line, end_line=k.end_line, decorators=k.decorators,
+            template_parameters=k.template_parameters, parameters=k.parameters,
+        )
+        for k in found.kernels
+    ]
+    launches = [
+        LaunchSite(kernel=x.kernel, launcher=x.launcher, path=str(path), line=x.line, arguments=x.arguments,
+                   configuration=x.configuration)
+        for x in found.launches
+    ]
+    return kernels, launches
 
 
 def cache_path(cache_dir: Path, package: PackageSource) -> Path:
     """``<cache>/sources/<name>-<version>-<hash of root>.json``: the key of one package version."""
     digest = hashlib.sha256(str(package.root).encode()).hexdigest()[:10]
-    safe_version = "".join(c if c.isalnum() or c in ".+-_" else "_" for c in package.version)
-    return cache_dir / "sources" / f"{package.name}-{safe_version}-{digest}.json"
+    return cache_dir / "sources" / f"{_safe(package.name)}-{_safe(package.version)}-{digest}.json"
+
+
+def _safe(text: str) -> str:
+    """A name or version as a file name part (``checkout:aiter`` gives ``checkout_aiter``)."""
+    return "".join(c if c.isalnum() or c in ".+-_" else "_" for c in text)
 
 
 def _read_cache(path: Path, package: PackageSource) -> PackageIndex | None:
@@ -124,7 +179,7 @@ def _write_cache(path: Path, index: PackageIndex) -> None:
     temporary.write_text(index.model_dump_json())
     os.replace(temporary, path)
     root_digest = path.stem.rsplit("-", 1)[-1]
-    for other in path.parent.glob(f"{index.package}-*-{root_digest}.json"):
+    for other in path.parent.glob(f"{_safe(index.package)}-*-{root_digest}.json"):
         if other != path:
             other.unlink(missing_ok=True)
 
@@ -169,21 +224,41 @@ class SourceIndex:
         for symbol in sorted(self.symbols, key=lambda s: (_preference(s), order[s.package], s.path, s.line)):
             self._by_name.setdefault(symbol.name, []).append(symbol)
 
-    def kernels_named(self, name: str) -> list[SourceSymbol]:
-        """Every kernel defined under exactly ``name``, the likeliest first."""
-        return list(self._by_name.get(name, ()))
+    def kernels_named(self, name: str, languages: Collection[SymbolLanguage] | None = None) -> list[SourceSymbol]:
+        """Every kernel defined under exactly ``name``, the likeliest first. A C++-qualified name
+        (``at::native::reduce_kernel``, or just ``native::reduce_kernel``) matches C++ kernels in
+        those namespaces. ``languages`` keeps only kernels of those languages."""
+        name = name.strip()
+        if "::" in name:
+            found = [s for s in self._by_name.get(name.rsplit("::", 1)[-1], ()) if s.is_cpp and _qualifies(s, name)]
+        else:
+            found = list(self._by_name.get(name, ()))
+        return [s for s in found if languages is None or s.language in languages]
 
-    def find_kernels(self, profiler_name: str) -> list[SourceSymbol]:
-        """Kernels a profiler's kernel name may denote: exact name first, then with suffixes removed."""
-        for candidate in kernel_name_candidates(demangle(profiler_name.strip())):
-            if candidate in self._by_name:
-                return self.kernels_named(candidate)
+    def find_kernels(self, profiler_name: str, languages: Collection[SymbolLanguage] | None = None) -> list[SourceSymbol]:
+        """Kernels a profiler's kernel name may denote: the exact name first, then the function
+        of a (mangled or demangled) C++ signature, then with Triton's suffixes removed. Of C++
+        kernels sharing a name, those in the signature's namespaces come first."""
+        readable = demangle(profiler_name.strip())
+        qualified = qualified_function_name(readable)
+        for candidate in kernel_name_candidates(readable):
+            found = self.kernels_named(candidate, languages)
+            if found:
+                if "::" in qualified:
+                    found.sort(key=lambda s: not _qualifies(s, qualified))  # stable: the order otherwise kept
+                return found
         return []
 
-    def find_kernel(self, profiler_name: str) -> SourceSymbol | None:
+    def find_kernel(self, profiler_name: str, languages: Collection[SymbolLanguage] | None = None) -> SourceSymbol | None:
         """The likeliest source of ``profiler_name``, or None for a kernel with no indexed source."""
-        found = self.find_kernels(profiler_name)
+        found = self.find_kernels(profiler_name, languages)
         return found[0] if found else None
+
+
+def _qualifies(symbol: SourceSymbol, written: str) -> bool:
+    """Whether ``written`` (``native::k`` or ``at::native::k``) names the C++ kernel ``symbol``."""
+    full = symbol.qualified_name
+    return full == written or full.endswith("::" + written)
 
 
 def _preference(symbol: SourceSymbol) -> int:
@@ -196,14 +271,17 @@ def build_index(
     packages: Iterable[PackageSource] | None = None,
     cache_dir: Path | None = None,
     names: tuple[str, ...] | list[str] = DEFAULT_PACKAGES,
+    checkouts: bool = True,
 ) -> SourceIndex:
-    """The index of ``packages`` (default: the installed ones of ``names``), cached under ``cache_dir``."""
+    """The index of ``packages``, cached under ``cache_dir``. By default: the installed ones of
+    ``names`` and, unless ``checkouts`` is False, the source checkouts (``source_checkouts``);
+    an explicit ``packages`` list is indexed as given."""
     if cache_dir is None:
         cache_dir = default_cache_dir()  # Apex's one cache directory (APEX_CACHE_DIR or ~/.cache/apex)
     skipped: list[str] = []
     if packages is None:
         found, skipped = installed_packages(names)
-        packages = found
+        packages = [*found, *(source_checkouts() if checkouts else [])]
     return SourceIndex([index_package(p, cache_dir) for p in packages], skipped)
 
 
@@ -211,7 +289,8 @@ def index_summary(index: SourceIndex) -> dict[str, object]:
     """Counts per package, for logs and the CLI: what was indexed and what was skipped."""
     return {
         "packages": [
-            {"package": p.package, "version": p.version, "files": len(p.files), "kernels": sum(len(f.kernels) for f in p.files.values()), "rescanned": p.rescanned}
+            {"package": p.package, "version": p.version, "files": len(p.files), "kernels": sum(len(f.kernels) for f in p.files.values()),
+             "languages": dict(Counter(k.language for f in p.files.values() for k in f.kernels)), "rescanned": p.rescanned}
             for p in index.packages
         ],
         "skipped": index.skipped,

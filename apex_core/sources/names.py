@@ -14,7 +14,7 @@ import re
 
 from apex_core.profiling.names import base_name, demangle
 
-__all__ = ["demangle", "function_base_name", "kernel_name_candidates"]
+__all__ = ["demangle", "function_base_name", "kernel_name_candidates", "qualified_function_name"]
 
 _TRITON_SIGNATURE_SUFFIX = re.compile(r"_(?:\d+[a-z]*)+$")
 """Older Triton's specialization suffix: ``_0d1d2d3de``, ``_0d1d2c3d``."""
@@ -28,6 +28,12 @@ def function_base_name(name: str) -> str:
     ``vectorized_elementwise_kernel``.
     """
     return base_name(name).rsplit("::", 1)[-1] or name
+
+
+def qualified_function_name(name: str) -> str:
+    """The namespace-qualified function of a (demangled) C++ signature, e.g.
+    ``at::native::vectorized_elementwise_kernel``; a plain name unchanged."""
+    return base_name(name) or name
 
 
 def kernel_name_candidates(name: str) -> list[str]:

@@ -1,9 +1,11 @@
 """What the source index stores: kernel symbols and the places that launch them.
 
-One record per kernel definition, whatever its language, so that issue 16's HIP/C++ scanner adds
-``language="hip"`` records to the same index instead of keeping a second one. Paths are absolute
-(where the file is on this machine) and the package's version is kept with each symbol, because a
-source location is only true for the version it was read from.
+One record per kernel definition, whatever its language: ``@triton.jit`` functions
+(``triton_scan``) and ``__global__`` functions of HIP/CUDA C++ (``cpp_scan``) live in the same
+index, not in two. Paths are absolute (where the file is on this machine) and the package's
+version is kept with each symbol, because a source location is only true for the version it was
+read from. A Python kernel is qualified by its module (``pkg.mod.kernel``), a C++ kernel by its
+namespaces (``at::native::kernel``), the form a demangled profiler name has.
 """
 
 from __future__ import annotations
@@ -16,19 +18,23 @@ SymbolLanguage = Literal["triton", "hip", "cuda"]
 
 
 class LaunchSite(BaseModel):
-    """One ``kernel[grid](...)`` call: who launches the kernel, where, and with what arguments."""
+    """One launch: ``kernel[grid](...)`` in Python, ``kernel<<<grid, block>>>(...)`` or
+    ``hipLaunchKernelGGL(kernel, ...)`` in C++; who launches the kernel, where, with what."""
 
     model_config = ConfigDict(frozen=True)
 
     kernel: str
-    launcher: str = Field(description="dotted name of the enclosing function, e.g. 'liger_kernel.ops.rms_norm.rms_norm_forward'")
+    launcher: str = Field(description="qualified name of the enclosing function: dotted in Python "
+                          "('liger_kernel.ops.rms_norm.rms_norm_forward'), with '::' in C++ ('at::native::launch_reduce_kernel')")
     path: str
-    line: int
-    arguments: str = Field(default="", description="the call's argument text as written (shortened)")
+    line: int = Field(description="the line of the launched kernel's name")
+    arguments: str = Field(default="", description="the kernel arguments as written (shortened)")
+    configuration: str = Field(default="", description="a C++ launch's grid, block, shared memory and stream as written "
+                               "(shortened); empty for Python")
 
 
 class SourceSymbol(BaseModel):
-    """A kernel defined in source: a ``@triton.jit`` function now, a ``__global__`` function later."""
+    """A kernel defined in source: a ``@triton.jit`` function or a HIP/CUDA ``__global__`` function."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -37,10 +43,15 @@ class SourceSymbol(BaseModel):
     package: str
     version: str
     module: str | None = Field(default=None, description="dotted module of a Python-defined kernel")
+    namespace: str | None = Field(default=None, description="enclosing C++ namespaces, e.g. 'at::native' "
+                                  "('(anonymous namespace)' as demanglers write it); None for Python")
     path: str
-    line: int
-    end_line: int
-    decorators: tuple[str, ...] = ()
+    line: int = Field(description="the line of the definition's name (the def line in Python)")
+    end_line: int = Field(description="the last line of the body (a C++ kernel's closing brace)")
+    decorators: tuple[str, ...] = Field(default=(), description="Python decorators; for C++ the qualifiers and "
+                                        "attributes, e.g. ('__global__', '__launch_bounds__(256)')")
+    template_parameters: str | None = Field(default=None, description="a C++ template's parameter list text")
+    parameters: str | None = Field(default=None, description="a C++ kernel's parameter list text (shortened)")
     launch_sites: tuple[LaunchSite, ...] = ()
 
     @property
@@ -49,7 +60,14 @@ class SourceSymbol(BaseModel):
         return f"{self.path}:{self.line}"
 
     @property
+    def is_cpp(self) -> bool:
+        return self.language in ("hip", "cuda")
+
+    @property
     def qualified_name(self) -> str:
+        """``module.name`` for Python, ``namespace::name`` for C++ (the demangled form)."""
+        if self.is_cpp:
+            return f"{self.namespace}::{self.name}" if self.namespace else self.name
         return f"{self.module}.{self.name}" if self.module else self.name
 
     @property

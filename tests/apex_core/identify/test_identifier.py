@@ -91,3 +91,18 @@ def test_an_empty_profile_or_a_malformed_row_is_a_one_line_error(stack_index):
         identify([], LLAMA, "bf16", index=stack_index)
     with pytest.raises(ApexUserError, match="profile row 1: total_time_us"):
         identify([PROFILE[0], {"name": "x", "total_time_us": -1}], LLAMA, "bf16", index=stack_index)
+
+
+def test_a_compiled_cuda_kernel_with_indexed_cpp_source_is_still_an_aten_kernel_not_a_triton_one(tmp_path):
+    from apex_core.sources import PackageSource, build_index
+
+    root = tmp_path / "site-packages" / "torch"
+    (root / "include").mkdir(parents=True)
+    (root / "include" / "Loops.cuh").write_text(
+        "namespace at { namespace native {\ntemplate <int vec_size, typename func_t>\n"
+        "__global__ void vectorized_elementwise_kernel(int N, func_t f) {}\n} }\n")
+    index = build_index([PackageSource(name="torch", version="test", root=root)], cache_dir=tmp_path / "cache")
+    name = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >(int, at::native::FillFunctor<float>)"
+    assert index.find_kernel(name) is not None  # the index knows the C++ kernel ...
+    row = identify([{"name": name, "total_time_us": 5.0}], "cpu-mini", "float32", index=index)[0]
+    assert (row.kernel_type, row.source, row.patchable) == ("aten", None, False)  # ... the identifier asks for Triton only

@@ -1,6 +1,7 @@
 """The source index finds kernels in installed packages, caches them, and rebuilds what changed."""
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,86 @@ def test_the_installed_triton_package_has_its_own_kernels_indexed(tmp_path):
     assert all(s.package == "triton" and s.version == triton.version and s.language == "triton" for s in index.symbols)
     first = index.symbols[0]
     assert Path(first.path).read_text().splitlines()[first.line - 1].lstrip().startswith("def " + first.name)
+
+
+NORM_HIP = '''#include <hip/hip_runtime.h>
+
+namespace apex {
+
+__global__ void rms_norm_kernel(float* out, const float* in, int n) {
+  out[threadIdx.x] = in[threadIdx.x];
+}
+
+namespace detail {
+template <typename T, int VEC>
+__global__ void add_kernel(T* out, const T* in, int n) {}
+}  // namespace detail
+
+}  // namespace apex
+
+namespace other {
+__global__ void rms_norm_kernel(float* out, const float* in, int n) {}
+}  // namespace other
+'''
+
+LAUNCH_HIP = '''#include <hip/hip_runtime.h>
+#include "norm.hip"
+
+namespace apex {
+void rms_norm(float* out, const float* in, int rows, int n, hipStream_t stream) {
+  hipLaunchKernelGGL(rms_norm_kernel, dim3(rows), dim3(256), 0, stream, out, in, n);
+}
+}  // namespace apex
+'''
+
+
+@pytest.fixture
+def hip_package(tmp_path: Path) -> PackageSource:
+    root = tmp_path / "site-packages" / "toyhip"
+    (root / "csrc").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "csrc" / "norm.hip").write_text(NORM_HIP)
+    (root / "csrc" / "launch.cpp").write_text(LAUNCH_HIP)
+    (root / "csrc" / "util.h").write_text("#pragma once\ninline int ceil_div(int a, int b) { return (a + b - 1) / b; }\n")
+    return PackageSource(name="toyhip", version="0.1", root=root)
+
+
+def test_a_hip_kernel_is_found_by_its_mangled_name_with_its_location_and_launch_site(hip_package, tmp_path):
+    index = build_index([hip_package], cache_dir=tmp_path / "cache")
+    kernel = index.find_kernel("_ZN4apex15rms_norm_kernelEPfPKfi")  # apex::rms_norm_kernel(float*, float const*, int)
+    assert kernel is not None
+    assert (kernel.language, kernel.qualified_name, kernel.package, kernel.version) == ("hip", "apex::rms_norm_kernel", "toyhip", "0.1")
+    assert kernel.location == f"{hip_package.root / 'csrc' / 'norm.hip'}:5"
+    assert "rms_norm_kernel(" in Path(kernel.path).read_text().splitlines()[kernel.line - 1]
+    (site,) = kernel.launch_sites
+    assert (site.launcher, site.path, site.line) == ("apex::rms_norm", str(hip_package.root / "csrc" / "launch.cpp"), 6)
+    assert (site.configuration, site.arguments) == ("dim3(rows), dim3(256), 0, stream", "out, in, n")
+
+
+def test_of_two_kernels_sharing_a_name_the_one_in_the_profilers_namespace_comes_first(hip_package, tmp_path):
+    index = build_index([hip_package], cache_dir=tmp_path / "cache")
+    assert index.find_kernel("void other::rms_norm_kernel(float*, float const*, int)").qualified_name == "other::rms_norm_kernel"
+    assert index.find_kernel("apex::rms_norm_kernel").qualified_name == "apex::rms_norm_kernel"
+    assert [k.namespace for k in index.kernels_named("other::rms_norm_kernel")] == ["other"]
+    assert len(index.kernels_named("rms_norm_kernel")) == 2
+    assert index.find_kernel("apex::rms_norm_kernel", languages=("triton",)) is None
+
+
+@pytest.mark.skipif(shutil.which("c++filt") is None, reason="c++filt is not on PATH (templates need it to demangle)")
+def test_a_template_kernel_is_found_by_its_mangled_instantiation(hip_package, tmp_path):
+    index = build_index([hip_package], cache_dir=tmp_path / "cache")
+    kernel = index.find_kernel("_ZN4apex6detail10add_kernelIfLi4EEEvPT_PKS2_i")  # add_kernel<float, 4>
+    assert kernel is not None and kernel.qualified_name == "apex::detail::add_kernel"
+    assert kernel.template_parameters == "typename T, int VEC"
+
+
+def test_a_changed_hip_file_alone_is_rescanned_and_its_new_kernel_found(hip_package, tmp_path):
+    cache = tmp_path / "cache"
+    assert index_package(hip_package, cache).rescanned == 4
+    norm = hip_package.root / "csrc" / "norm.hip"
+    norm.write_text(NORM_HIP + "\n__global__ void silu_kernel(float* x) {}\n")
+    os.utime(norm, ns=(norm.stat().st_atime_ns, norm.stat().st_mtime_ns + 1_000_000))
+    rebuilt = index_package(hip_package, cache)
+    assert rebuilt.rescanned == 1
+    assert sorted(s.name for s in rebuilt.symbols()) == ["add_kernel", "rms_norm_kernel", "rms_norm_kernel", "silu_kernel"]
+    assert index_package(hip_package, cache).rescanned == 0
