@@ -16,6 +16,10 @@ import anyio.to_thread
 from pydantic import BaseModel, Field
 
 from apex_core.docsearch import DocHit, search
+from apex_core.errors import ApexUserError
+from apex_core.hardware.facts import HardwareFact, sourced_facts
+from apex_core.hardware.specs import SOURCED_FIELDS
+from apex_core.hardware.target import resolve_target
 from apex_core.sources.explorer import CodeLines, CodeRef, GrepResult, SourceExplorer
 from apex_core.sources.symbols import LaunchSite
 from servers._common import READ_ONLY, create_server, user_errors_as_tool_errors
@@ -25,7 +29,7 @@ mcp = create_server(
     "Reads the kernels of the installed inference stack (torch, triton, transformers, Liger, fla, vLLM, SGLang, aiter where "
     "installed, and source checkouts): find_kernel by the name a profiler shows, read_source with line numbers, "
     "find_callers / find_callees / list_launch_sites to see how it is called, grep_source to search the code, and "
-    "search_docs for skills, docs, hardware facts with sources and AMD PDFs.",
+    "search_docs for skills, docs and AMD PDFs, hardware_facts for a GPU's numbers with their sources.",
 )
 
 EXPLORER_TTL_S = 30.0
@@ -82,6 +86,18 @@ class LaunchSites(BaseModel):
 class DocResults(BaseModel):
     query: str
     hits: list[DocHit]
+
+
+class HardwareFacts(BaseModel):
+    gpu: str = Field(description="the hardware model's key, e.g. mi355x")
+    product: str
+    arch: str
+    family: str
+    origin: str = Field(description="how the GPU was chosen: asked for, detected, or the default target")
+    facts: list[HardwareFact]
+
+
+HardwareField = Literal[SOURCED_FIELDS]  # type: ignore[valid-type]
 
 
 @mcp.tool(annotations=READ_ONLY)
@@ -168,6 +184,25 @@ async def search_docs(
     hardware numbers and optimization advice you can cite."""
     hits = await anyio.to_thread.run_sync(lambda: search(query, k, kinds=kinds))
     return DocResults(query=query, hits=hits)
+
+
+@mcp.tool(annotations=READ_ONLY)
+@user_errors_as_tool_errors
+def hardware_facts(
+    gpu: Annotated[str | None, Field(min_length=2, max_length=32, description="Arch or product (gfx950, mi355x, gfx942, "
+                                     "mi300x, sm_90, h200); default: the detected GPU, else gfx950.")] = None,
+    fields: Annotated[list[HardwareField] | None, Field(min_length=1, max_length=len(SOURCED_FIELDS),
+                                                       description="Only these numbers; default all.")] = None,
+) -> HardwareFacts:
+    """The GPU's numbers from Apex's hardware model (CUs, XCDs, LDS and L1 per CU, caches, HBM size
+    and bandwidth, wavefront size, clock, peak FLOP/s per dtype), each with its unit and the public
+    source it was read from. Use it for any hardware number you put in a kernel or an estimate."""
+    target = resolve_target(gpu)
+    spec = target.spec
+    if spec is None:
+        raise ApexUserError(f"the hardware model has no numbers for {target.arch}; ask for one it has, e.g. gfx950 or h200")
+    return HardwareFacts(gpu=spec.key, product=spec.product_name, arch=spec.arch, family=spec.family, origin=target.origin,
+                         facts=sourced_facts(spec, list(fields) if fields else None))
 
 
 def main() -> Any:

@@ -13,30 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apex_core.hardware import specs as specs_module
+from apex_core.hardware.facts import field_words
 from apex_core.hardware.specs import GPU_SPECS, SOURCED_FIELDS, GpuSpec
 
 SPECS_FILE = Path(specs_module.__file__).resolve()
-
-FIELD_WORDS: dict[str, tuple[str, str]] = {
-    "compute_units": ("compute units (CUs on AMD, streaming multiprocessors (SMs) on NVIDIA)", ""),
-    "memory_gb": ("memory capacity (HBM)", "GB"),
-    "hbm_bandwidth_tbs": ("peak memory (HBM) bandwidth", "TB/s"),
-    "peak_bf16_tflops": ("peak dense BF16 matrix throughput", "TFLOP/s"),
-    "peak_fp16_tflops": ("peak dense FP16 matrix throughput", "TFLOP/s"),
-    "peak_fp8_tflops": ("peak dense FP8 matrix throughput", "TFLOP/s"),
-    "lds_per_cu_kib": ("LDS (local data share; shared memory on NVIDIA) per CU", "KiB"),
-    "l2_cache_mib": ("L2 cache (whole device)", "MiB"),
-    "infinity_cache_mib": ("Infinity Cache (memory-side last-level cache, MALL)", "MiB"),
-    "wavefront_size": ("wavefront size (threads per wavefront; warp size on NVIDIA)", "threads"),
-    "max_clock_mhz": ("peak engine clock", "MHz"),
-    "xcds": ("accelerator complex dies (XCDs, chiplets)", ""),
-    "l1_vector_cache_kib": ("L1 vector cache per CU", "KiB"),
-    "register_file_kib": ("vector register file (VGPRs; registers on NVIDIA) per CU", "KiB"),
-    "peak_fp4_tflops": ("peak dense FP4 matrix throughput", "TFLOP/s"),
-}
-"""How each sourced field is said in words: a question never names ``lds_per_cu_kib``. A field the
-hardware model gains later without an entry here is said by its name until one is added."""
-
 
 @dataclass(frozen=True)
 class Fact:
@@ -61,7 +41,7 @@ def hardware_facts() -> list[Fact]:
             value = getattr(spec, field)
             if value is None:
                 continue
-            words, unit = FIELD_WORDS.get(field, (field.replace("_", " "), ""))
+            words, unit = field_words(field)
             line = _line_of(lines, rf"^\s*{field}=", start - 1 if start else 0)
             facts.append(Fact(f"{spec.key} {field}", _fact_text(title, spec, field, words, value, unit), line))
     return facts

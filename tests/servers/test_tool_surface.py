@@ -329,6 +329,7 @@ SOURCE_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("list_launch_sites", {"name": "_sampled_addmm_kernel"}, "sites"),
     ("grep_source", {"pattern": "tl\\.dot\\(", "package": "torch", "limit": 3}, "hits"),
     ("search_docs", {"query": "LDS size per CU of the MI355X", "k": 3}, "hits"),
+    ("hardware_facts", {"gpu": "mi355x", "fields": ["lds_per_cu_kib", "compute_units"]}, "facts"),
 ]
 """The source server's tools."""
 
