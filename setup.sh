@@ -121,7 +121,23 @@ fi
 if [ "$SKIP_DOWNLOADS" = 1 ]; then
   say "==> skipping optional downloads (--skip-downloads)"
 else
-  say "==> optional downloads: the public AMD PDFs of docs_index/manifest.toml (ROCm source trees come with the source explorer)"
+  say "==> optional downloads: the public AMD PDFs of docs_index/manifest.toml and the ROCm source trees of apex_core/sources/checkouts.toml"
+fi
+
+# --- source checkouts ----------------------------------------------------------------------------
+# Shallow, sparse clones of the public ROCm repositories in apex_core/sources/checkouts.toml (aiter's
+# kernels, rocm-examples, ck_tile examples, ROCm Triton tutorials) into third_party/sources/<name>
+# (git-ignored), which the source index reads as checkout:<name>. A missing network or git is
+# reported and skipped, never fatal; --skip-downloads skips them; a checkout already there is kept.
+if [ "$SKIP_DOWNLOADS" = 1 ]; then
+  say "==> source checkouts: skipped (--skip-downloads)"
+else
+  say "==> source checkouts (apex_core/sources/checkouts.toml -> third_party/sources/)"
+  if [ "$QUIET" = 1 ]; then
+    "$VPY" -m apex_core.sources.checkouts >/dev/null || say "    (source checkouts were not fetched; run: .venv/bin/python -m apex_core.sources.checkouts)"
+  else
+    "$VPY" -m apex_core.sources.checkouts || say "    (source checkouts were not fetched; run: .venv/bin/python -m apex_core.sources.checkouts)"
+  fi
 fi
 
 # --- documentation index -------------------------------------------------------------------------
