@@ -180,13 +180,17 @@ class Conversation:
                 return _text_of(content)
         return ""
 
-    def tool_results(self) -> list[dict[str, Any]]:
-        """The latest user message's tool results: name, text, JSON (when the text parses), error flag."""
-        message = self._last_user()
-        if message is None or not isinstance(message.get("content"), list):
-            return []
+    def tool_results(self, whole_conversation: bool = False) -> list[dict[str, Any]]:
+        """Tool results (name, text, JSON when the text parses, error flag) of the latest user
+        message, or of every user message in order with ``whole_conversation``."""
+        if whole_conversation:
+            messages = [m for m in self.messages if m.get("role") == "user"]
+        else:
+            last = self._last_user()
+            messages = [last] if last is not None else []
+        blocks = [b for m in messages if isinstance(m.get("content"), list) for b in m["content"]]
         results = []
-        for block in message["content"]:
+        for block in blocks:
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 text = _text_of(block.get("content"))
                 try:
@@ -232,7 +236,8 @@ class Conversation:
         results = self.tool_results()
         return {
             "tool_result": results[-1]["json"] if results else None,
-            "tool_results": {r["name"]: r["json"] for r in results},
+            # Every tool's latest result in the conversation, so a last turn can quote them all.
+            "tool_results": {r["name"]: r["json"] for r in self.tool_results(whole_conversation=True)},
             "user_text": self.user_text,
             "model": self.model,
         }

@@ -113,3 +113,39 @@ def test_without_permission_for_the_tool_the_run_reports_the_denial(npm_clients,
     # The script's second turn needs a successful grading; a denied call never produces one.
     assert len(requests) == 2 and requests[1].answered_by is None and "does not apply" in (requests[1].error or "")
     assert not (Path(client_env["APEX_CACHE_DIR"]) / "results").exists()
+
+
+def test_a_headless_claude_run_reads_a_kernels_source_and_a_hardware_fact_through_apex_source(npm_clients, client_env, run,
+                                                                                                 workspace):
+    claude = npm_clients.bin("claude")
+    tools = ["mcp__apex-source__find_kernel", "mcp__apex-source__list_launch_sites", "mcp__apex-source__hardware_facts"]
+    prompt = ("where is torch's Triton kernel _sampled_addmm_kernel defined, who launches it, "
+              "and what is the MI355X's LDS size per CU with its source?")
+    with ScriptedModelServer(load_script("explore-kernel-source")) as endpoint:
+        env = {**client_env, "ANTHROPIC_BASE_URL": endpoint.url, "ANTHROPIC_API_KEY": "sk-apex-scripted"}
+        done = run([claude, "-p", prompt, "--mcp-config", str(REPO_ROOT / ".mcp.json"), "--strict-mcp-config",
+                    "--allowedTools", ",".join(tools), "--output-format", "stream-json", "--verbose"], env, workspace, timeout=600)
+        finished = endpoint.finished
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    calls = [b for e in events if e["type"] == "assistant" for b in e["message"]["content"] if b["type"] == "tool_use"]
+    assert [c["name"] for c in calls] == tools and finished
+    results = {b["tool_use_id"]: b for e in events if e["type"] == "user" for b in e["message"]["content"]
+               if isinstance(b, dict) and b.get("type") == "tool_result"}
+    replies = []
+    for call in calls:
+        result = results[call["id"]]
+        assert not result.get("is_error"), result
+        content = result["content"]
+        replies.append(json.loads(content if isinstance(content, str) else content[0]["text"]))
+    kernel = replies[0]["kernels"][0]
+    assert kernel["package"] == "torch" and Path(kernel["location"].rsplit(":", 1)[0]).is_file()
+
+    from apex_core.hardware.specs import SPECS_BY_KEY
+
+    lds = SPECS_BY_KEY["mi355x"].lds_per_cu_kib
+    final = events[-1]
+    assert final["type"] == "result" and final["subtype"] == "success" and final["permission_denials"] == []
+    assert f"defined at {kernel['location']}" in final["result"]
+    assert f"launched by {replies[1]['sites'][0]['launcher']}" in final["result"]
+    assert f"MI355X LDS per CU: {lds:g} KiB" in final["result"], final["result"]
