@@ -154,6 +154,17 @@ else
   "$VPY" "$ROOT/docs_index/build.py" "${DOCS_ARGS[@]}" || say "    (the documentation index was not built; run: .venv/bin/apex docs index)"
 fi
 
+# --- source index --------------------------------------------------------------------------------
+# The kernels of the installed stack and the checkouts (apex source, the identifier): a first build
+# reads every file of torch and transformers (half a minute on a small machine), so it is done here
+# rather than in an agent's first tool call; later runs rescan only what changed.
+say "==> source index (apex source index)"
+if [ "$QUIET" = 1 ]; then
+  "$VPY" -m apex_core.cli.main source index >/dev/null || say "    (the source index was not built; run: .venv/bin/apex source index)"
+else
+  "$VPY" -m apex_core.cli.main source index || say "    (the source index was not built; run: .venv/bin/apex source index)"
+fi
+
 # --- agent CLIs ----------------------------------------------------------------------------------
 # Project scope: the committed .mcp.json, .cursor/mcp.json, .codex/config.toml and skill links,
 # checked (and rewritten if they drifted) from the server registry; `apex mcp install --scope user`

@@ -12,12 +12,17 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _SESSION_CACHE = Path(tempfile.mkdtemp(prefix="apex-test-cache-"))
+_SOURCE_CACHE = os.environ.get("APEX_SOURCE_CACHE_DIR") or str(Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "apex")
+"""The source index is derived from the installed packages alone, so every test shares the one
+setup.sh built (a cold build reads all of torch and transformers); tests of the index itself give
+their own cache_dir."""
 
 
 @pytest.fixture(autouse=True)
 def _private_cache(monkeypatch, tmp_path):
     """Tests never read or write the user's grade cache."""
     monkeypatch.setenv("APEX_CACHE_DIR", str(tmp_path / "apex-cache"))
+    monkeypatch.setenv("APEX_SOURCE_CACHE_DIR", _SOURCE_CACHE)
 
 
 def _gpu_available() -> bool:

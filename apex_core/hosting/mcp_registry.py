@@ -18,7 +18,7 @@ NAME_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 """Server names: what hosts show and prefix tools with (``mcp__<server>__<tool>`` in Claude Code)."""
 TOOL_PATTERN = r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$"
 GPU_ENVIRONMENT = (
-    "APEX_CACHE_DIR", "APEX_TASK_DIRS", "APEX_SANDBOX_USER", "XDG_CACHE_HOME",
+    "APEX_CACHE_DIR", "APEX_SOURCE_CACHE_DIR", "APEX_TASK_DIRS", "APEX_SANDBOX_USER", "XDG_CACHE_HOME",
     "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ROCM_PATH", "CUDA_HOME",
     "LD_LIBRARY_PATH", "TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR",
 )
@@ -166,7 +166,7 @@ SERVERS: tuple[ServerSpec, ...] = (
             ToolSummary(name="hardware_facts", timeout_s=30, read_only=True,
                         when_to_use="a GPU's numbers (CUs, LDS, caches, bandwidth, peak FLOP/s) with units and sources"),
         ),
-        pass_env=("APEX_CACHE_DIR", "APEX_DOCS_INDEX", "APEX_SOURCE_CHECKOUTS", "XDG_CACHE_HOME"),
+        pass_env=("APEX_CACHE_DIR", "APEX_SOURCE_CACHE_DIR", "APEX_DOCS_INDEX", "APEX_SOURCE_CHECKOUTS", "XDG_CACHE_HOME"),
         probe=ToolProbe(tool="find_kernel", arguments={"name": "_rms_norm_forward_kernel"}, expect_key="found"),
     ),
 )

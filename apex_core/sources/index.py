@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
@@ -36,7 +37,7 @@ from apex_core.sources.cpp_scan import scan_cpp_source
 from apex_core.sources.names import demangle, kernel_name_candidates, qualified_function_name
 from apex_core.sources.packages import DEFAULT_PACKAGES, PackageSource, installed_packages, source_checkouts
 from apex_core.sources.symbols import LaunchSite, SourceSymbol, SymbolLanguage
-from apex_core.sources.triton_scan import scan_python_source
+from apex_core.sources.triton_scan import might_define_triton_kernels, scan_python_source
 
 CACHE_FORMAT = 2
 """2: C++ files and the C++ fields of symbols and launch sites (format 1 cached Python only)."""
@@ -106,11 +107,17 @@ def _module_name(package: PackageSource, relative: str) -> str:
     return ".".join(parts)
 
 
-def _scan_file(package: PackageSource, path: Path, relative: str, stat: os.stat_result) -> FileEntry:
-    """One file's entry: Triton kernels of a .py file, HIP/CUDA kernels of a C++ file."""
+def _read(path: Path) -> str | None:
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        return path.read_text(encoding="utf-8", errors="replace")
     except OSError:
+        return None
+
+
+def _scan_file(package: PackageSource, path: Path, relative: str, stat: os.stat_result, text: str | None = None) -> FileEntry:
+    """One file's entry: Triton kernels of a .py file, HIP/CUDA kernels of a C++ file."""
+    text = _read(path) if text is None else text
+    if text is None:
         return FileEntry(mtime_ns=stat.st_mtime_ns, size=stat.st_size)
     if path.suffix in PYTHON_SUFFIXES:
         kernels, launches = _python_symbols(package, path, relative, text)
@@ -191,6 +198,7 @@ def index_package(package: PackageSource, cache_dir: Path) -> PackageIndex:
     previous = cached.files if cached else {}
     files: dict[str, FileEntry] = {}
     rescanned = 0
+    launch_only: list[tuple[Path, str, os.stat_result, str]] = []
     for file in _source_files(package.root):
         relative = file.name if package.root.is_file() else file.relative_to(package.root).as_posix()
         try:
@@ -200,9 +208,21 @@ def index_package(package: PackageSource, cache_dir: Path) -> PackageIndex:
         old = previous.get(relative)
         if old is not None and old.mtime_ns == stat.st_mtime_ns and old.size == stat.st_size:
             files[relative] = old
+            continue
+        rescanned += 1
+        text = _read(file)
+        if text is not None and file.suffix in PYTHON_SUFFIXES and not might_define_triton_kernels(text):
+            launch_only.append((file, relative, stat, text))  # at most launches: decided once the kernels are known
         else:
-            files[relative] = _scan_file(package, file, relative, stat)
-            rescanned += 1
+            files[relative] = _scan_file(package, file, relative, stat, text)
+    # A Python file that cannot define a Triton kernel is parsed only when it names one of the
+    # package's kernels before a '[': most of transformers and torch is never parsed at all.
+    launched = _kernel_subscript_pattern({k.name for entry in files.values() for k in entry.kernels if not k.is_cpp})
+    for file, relative, stat, text in launch_only:
+        if launched is not None and launched.search(text):
+            files[relative] = _scan_file(package, file, relative, stat, text)
+        else:
+            files[relative] = FileEntry(mtime_ns=stat.st_mtime_ns, size=stat.st_size)
     index = PackageIndex(package=package.name, version=package.version, root=str(package.root), files=files, rescanned=rescanned)
     if cached is None or rescanned or set(files) != set(previous):
         try:
@@ -210,6 +230,13 @@ def index_package(package: PackageSource, cache_dir: Path) -> PackageIndex:
         except OSError:
             pass  # a read-only cache directory costs speed, not correctness
     return index
+
+
+def _kernel_subscript_pattern(names: set[str]) -> re.Pattern[str] | None:
+    """``name[`` for any of ``names`` (a launch is ``kernel[grid](...)``); None when there are none."""
+    if not names:
+        return None
+    return re.compile(r"\b(?:" + "|".join(re.escape(n) for n in sorted(names)) + r")\s*\[")
 
 
 class SourceIndex:
@@ -267,6 +294,20 @@ def _preference(symbol: SourceSymbol) -> int:
     return 1 if parts & {"backends", "tests", "test", "testing", "examples", "benchmarks", "_internal"} else 0
 
 
+SOURCE_CACHE_ENV = "APEX_SOURCE_CACHE_DIR"
+
+
+def source_cache_dir() -> Path:
+    """Where the index is cached: ``$APEX_SOURCE_CACHE_DIR``, else Apex's cache directory.
+
+    A variable of its own because the index describes the installed packages, not any grading:
+    test sessions and CI jobs share one built index (a cold build reads every file of torch and
+    transformers) while each test keeps a private grade cache under ``APEX_CACHE_DIR``.
+    """
+    chosen = os.environ.get(SOURCE_CACHE_ENV)
+    return Path(chosen).expanduser() if chosen else default_cache_dir()
+
+
 def build_index(
     packages: Iterable[PackageSource] | None = None,
     cache_dir: Path | None = None,
@@ -277,7 +318,7 @@ def build_index(
     ``names`` and, unless ``checkouts`` is False, the source checkouts (``source_checkouts``);
     an explicit ``packages`` list is indexed as given."""
     if cache_dir is None:
-        cache_dir = default_cache_dir()  # Apex's one cache directory (APEX_CACHE_DIR or ~/.cache/apex)
+        cache_dir = source_cache_dir()
     skipped: list[str] = []
     if packages is None:
         found, skipped = installed_packages(names)

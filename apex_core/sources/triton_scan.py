@@ -43,6 +43,12 @@ class FileScan:
     launches: list[FoundLaunch] = field(default_factory=list)
 
 
+def might_define_triton_kernels(text: str) -> bool:
+    """Whether a file can define a Triton kernel: its decorator is imported from triton (or, in
+    triton's own files, a relative ``jit``), so the text names one or the other."""
+    return "triton" in text or "jit" in text
+
+
 def might_hold_triton(text: str) -> bool:
     """The cheap test that spares parsing most files of a large package (torch has thousands).
 
