@@ -65,8 +65,9 @@ async def identify_kernels(
 async def find_kernel_source(
     name: Annotated[str, Field(min_length=2, max_length=2000, description="A kernel name as a profiler shows it (mangled or not).")],
 ) -> KernelSource:
-    """Where a kernel is defined in the installed packages (Triton kernels by name, with their
-    launchers). Use it when a profile names a kernel you want to read before optimizing it."""
+    """Where a kernel is defined in the installed packages and checkouts (Triton kernels, and
+    HIP/CUDA kernels by mangled or demangled name), with its launchers. Use it when a profile names
+    a kernel you want to read before optimizing it; apex-source's tools read the code around it."""
     import anyio.to_thread
 
     index = await anyio.to_thread.run_sync(build_index)

@@ -96,8 +96,8 @@ def launches_command(name: NameArgument, as_json: JsonOption = False) -> None:
     if not sites:
         console.print(f"{name} is defined but no launch of it was found in the indexed code")
     for site in sites:
-        console.print(f"{site.path}:{site.line}  in {site.launcher}\n    {site.kernel}[...]({site.arguments})", highlight=False,
-                      markup=False)
+        call = f"{site.kernel}<<<{site.configuration}>>>" if site.configuration else f"{site.kernel}[...]"
+        console.print(f"{site.path}:{site.line}  in {site.launcher}\n    {call}({site.arguments})", highlight=False, markup=False)
 
 
 @app.command("grep")

@@ -182,14 +182,13 @@ class SourceExplorer:
         and ``torch.*`` calls left out); for a C++ function, the kernels it launches."""
         definition = self._definition(_checked_name(name))
         if definition is None:
+            launches = self._launches_from(name)
+            if launches:
+                return launches  # a C++ function that launches kernels: the index knows what it launches
             raise ApexUserError(f"no indexed kernel or Python function is named {name!r}; try 'apex source find' or 'apex source grep'")
         path = Path(definition.path)
         if path.suffix != ".py":
-            qualified = definition.qualified_name
-            return [self._ref("launch", Path(s.path), s.line, function=s.launcher, target=s.kernel,
-                              target_is_kernel=bool(self.index.kernels_named(s.kernel)))
-                    for p in self.index.packages for f in p.files.values() for s in f.launches
-                    if s.launcher in (qualified, definition.name) or s.launcher.endswith(f"::{definition.name}")]
+            return self._launches_from(definition.qualified_name)
         node = _function_node(path, definition.line)
         if node is None:
             return []
@@ -207,6 +206,12 @@ class SourceExplorer:
             refs.append(self._ref("launch" if launch else "call", path, call.lineno, function=definition.qualified_name,
                                   target=target, target_is_kernel=is_kernel))
         return refs
+
+    def _launches_from(self, function: str) -> list[CodeRef]:
+        """The kernel launches the index recorded inside the C++ function ``function``."""
+        return [self._ref("launch", Path(s.path), s.line, function=s.launcher, target=s.kernel,
+                          target_is_kernel=bool(self.index.kernels_named(s.kernel)))
+                for p in self.index.packages for f in p.files.values() for s in f.launches if s.launcher == function]
 
     # --- searching ----------------------------------------------------------------------------
 
@@ -298,6 +303,8 @@ class SourceExplorer:
 
     def _python_definitions(self, name: str):
         """(path, line, qualified name) of Python functions named ``name`` (dotted: that one)."""
+        if "::" in name or not name.replace(".", "").replace("_", "").isalnum():
+            return  # a C++ name or not a Python identifier at all
         parts = name.split(".")
         if len(parts) > 1:
             for indexed in self.index.packages:
@@ -311,7 +318,8 @@ class SourceExplorer:
                             if line is not None:
                                 yield candidate, line, name
             return
-        known = {launcher for symbol in self.index.symbols for launcher in symbol.launchers if launcher.rsplit(".", 1)[-1] == name}
+        known = {launcher for symbol in self.index.symbols for launcher in symbol.launchers
+                 if "." in launcher and launcher.rsplit(".", 1)[-1] == name}
         for launcher in sorted(known):
             yield from self._python_definitions(launcher)
         definition = re.compile(rf"^\s*(?:async\s+)?def\s+{re.escape(name)}\s*\(")
@@ -354,14 +362,26 @@ def _split_location(location: str) -> tuple[Path | None, tuple[int, int | None] 
     return None, None
 
 
+CPP_PREFIX = re.compile(r"^\s*(template\b|__global__|__launch_bounds__|C10_LAUNCH_BOUNDS|static\b|extern\b|inline\b|__device__|"
+                        r"__host__|void\b|[\w:<>,\s]*>\s*$)")
+"""Lines that belong to a C++ kernel's head above its name: template, qualifiers, launch bounds."""
+
+
 def _definition_span(symbol: SourceSymbol) -> tuple[int, int]:
-    """A definition's lines, decorators included for Python."""
+    """A definition's lines: decorators included for Python, the template and qualifier lines
+    above the name for C++ (the index records a C++ kernel at its name's line)."""
     path = Path(symbol.path)
+    end = max(symbol.end_line, symbol.line)
     if path.suffix == ".py":
         for first, last, def_line in _python_spans(path, path.stat().st_mtime_ns).values():
             if def_line == symbol.line:
                 return first, last
-    return symbol.line, max(symbol.end_line, symbol.line)
+        return symbol.line, end
+    lines = _read_lines(path)
+    start = symbol.line
+    while start > 1 and symbol.line - start < 8 and CPP_PREFIX.match(lines[start - 2]):
+        start -= 1
+    return start, end
 
 
 @lru_cache(maxsize=256)

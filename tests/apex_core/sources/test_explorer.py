@@ -50,6 +50,25 @@ class ToyMLP:
 '''
 
 
+CUDA = '''#include <cuda_runtime.h>
+
+namespace toy {
+
+template <int kBlock>
+__global__ __launch_bounds__(256)
+void scale_kernel(float* out, const float* in, int n) {
+  int i = blockIdx.x * kBlock + threadIdx.x;
+  if (i < n) out[i] = 2.0f * in[i];
+}
+
+void launch_scale(float* out, const float* in, int n, cudaStream_t stream) {
+  scale_kernel<256><<<(n + 255) / 256, 256, 0, stream>>>(out, in, n);
+}
+
+}  // namespace toy
+'''
+
+
 @pytest.fixture
 def explorer(tmp_path: Path) -> SourceExplorer:
     root = tmp_path / "site-packages" / "toystack"
@@ -58,6 +77,8 @@ def explorer(tmp_path: Path) -> SourceExplorer:
     (root / "ops" / "__init__.py").write_text("")
     (root / "ops" / "swiglu.py").write_text(KERNELS)
     (root / "mlp.py").write_text(MODULE)
+    (root / "csrc").mkdir()
+    (root / "csrc" / "scale.cu").write_text(CUDA)
     (root / "big.py").write_text("\n".join(f"x{i} = {i}" for i in range(MAX_SHOW_LINES + 50)) + "\n")
     package = PackageSource(name="toystack", version="0.3", root=root)
     return SourceExplorer(build_index([package], cache_dir=tmp_path / "cache"))
@@ -133,7 +154,7 @@ def test_launch_sites_keep_the_arguments_as_written(explorer):
 def test_grep_finds_lines_in_package_order_limits_and_filters(explorer):
     result = explorer.grep(r"tl\.load\(")
     assert [(Path(h.path).name, h.line) for h in result.hits] == [("swiglu.py", 14), ("swiglu.py", 15)]
-    assert not result.truncated and result.files_searched == 5
+    assert not result.truncated and result.files_searched == 6
     limited = explorer.grep(r"swiglu_forward", limit=1)
     assert len(limited.hits) == 1 and limited.truncated
     assert explorer.grep("SWIGLU_FORWARD", ignore_case=True, path_glob="mlp.py").hits[0].line == 1
@@ -157,3 +178,13 @@ def test_a_real_torch_triton_kernel_is_found_shown_and_its_launch_listed():
     assert kernel.package == "torch" and kernel.path.endswith("_triton_ops.py")
     assert "@triton.jit" in explorer.show("_sampled_addmm_kernel").text
     assert explorer.launch_sites("_sampled_addmm_kernel")[0].launcher.startswith("torch.sparse._triton_ops.")
+
+
+def test_a_cuda_kernel_is_shown_from_its_template_line_and_its_launcher_lists_the_launch(explorer):
+    (kernel,) = explorer.find("toy::scale_kernel")
+    shown = explorer.show("toy::scale_kernel")
+    assert shown.text.splitlines()[0] == " 5 | template <int kBlock>" and shown.end == 10
+    (launch,) = explorer.callees("toy::launch_scale")
+    assert (launch.kind, launch.target, launch.target_is_kernel, launch.line) == ("launch", "scale_kernel", True, 13)
+    (site,) = explorer.launch_sites("scale_kernel")
+    assert site.launcher == "toy::launch_scale" and "stream" in site.configuration
