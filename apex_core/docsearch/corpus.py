@@ -14,7 +14,6 @@ docstrings of the kernel packages that are installed (triton, liger_kernel, fla)
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from apex_core.docsearch.chunking import markdown_sections, split_lines
 from apex_core.docsearch.docstrings import docstring_passages
 from apex_core.docsearch.models import Chunk, Kind
 from apex_core.errors import ApexUserError
+from apex_core.sources.packages import package_root
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DOCS_INDEX_DIR = PROJECT_ROOT / "docs_index"
@@ -145,7 +145,7 @@ def default_units(root: Path = PROJECT_ROOT, packages: tuple[str, ...] = DOCSTRI
 
 def package_units(package: str) -> list[Unit] | None:
     """One docstring unit per public module of an installed package, None when it is not installed."""
-    root = _package_root(package)
+    root = package_root(package)
     if root is None:
         return None
     if root.is_file():  # a single-module distribution
@@ -160,24 +160,6 @@ def package_units(package: str) -> list[Unit] | None:
         source = f"{package}:{module}"
         units.append(Unit(key=source, kind="docstring", source=source, path=path, module=module, default=True))
     return units
-
-
-def _package_root(package: str) -> Path | None:
-    """Where import name ``package`` is installed (its folder, or its file for a one-module
-    distribution), found with ``importlib.util.find_spec`` without running the package. Not
-    ``apex_core.sources.packages.installed_package``: importing ``apex_core.sources`` loads torch,
-    a second and more that a no-op ``apex docs index`` would otherwise spend."""
-    try:
-        spec = importlib.util.find_spec(package)
-    except (ImportError, ValueError):
-        return None
-    if spec is None:
-        return None
-    if spec.submodule_search_locations:
-        return Path(next(iter(spec.submodule_search_locations))).resolve()
-    if spec.origin and spec.origin not in ("built-in", "frozen"):
-        return Path(spec.origin).resolve()
-    return None
 
 
 def units_for_paths(paths: list[Path], skip: Path | None = None) -> tuple[list[Unit], list[Path]]:

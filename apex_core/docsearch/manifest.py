@@ -9,22 +9,17 @@ renamed when complete. Nothing else in the documentation search touches the netw
 
 from __future__ import annotations
 
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from apex_core.docsearch.corpus import DOCS_INDEX_DIR, PDF_DIR
-from apex_core.errors import ApexUserError
+from apex_core.manifests import read_entries
 from apex_core.progress import Progress, reporter
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 MANIFEST_FILE = DOCS_INDEX_DIR / "manifest.toml"
 
@@ -62,18 +57,7 @@ class FetchReport(BaseModel):
 
 def read_manifest(path: Path = MANIFEST_FILE) -> list[PdfSource]:
     """The manifest's entries; a malformed manifest is a user error naming the file."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-        entries = [PdfSource.model_validate(entry) for entry in data.get("pdf", [])]
-    except FileNotFoundError:
-        raise ApexUserError(f"{path}: no such manifest; it lists the PDFs to fetch as [[pdf]] tables") from None
-    except (tomllib.TOMLDecodeError, ValidationError) as error:
-        why = error.errors()[0]["msg"] if isinstance(error, ValidationError) else str(error).splitlines()[0]
-        raise ApexUserError(f"{path}: not a valid PDF manifest ({why}); see docs_index/README.md") from None
-    names = [entry.name for entry in entries]
-    if len(set(names)) != len(names):
-        raise ApexUserError(f"{path}: two entries share a file name; each document needs its own")
-    return entries
+    return read_entries(path, "pdf", PdfSource, what="PDF", help_hint="see docs_index/README.md", unique="file name")
 
 
 def fetch_pdfs(entries: list[PdfSource], folder: Path = PDF_DIR, timeout_s: float = 60.0,

@@ -25,15 +25,12 @@ import sys
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from apex_core.errors import ApexUserError
+from apex_core.manifests import read_entries
 from apex_core.sources.packages import checkouts_dir
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 MANIFEST_FILE = Path(__file__).with_name("checkouts.toml")
 CLONE_TIMEOUT_S = 900.0
@@ -85,18 +82,8 @@ class CheckoutReport(BaseModel):
 
 def read_checkouts(path: Path = MANIFEST_FILE) -> list[CheckoutSource]:
     """The manifest's entries; a malformed manifest is a user error naming the file."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-        entries = [CheckoutSource.model_validate(entry) for entry in data.get("checkout", [])]
-    except FileNotFoundError:
-        raise ApexUserError(f"{path}: no such manifest; it lists the repositories to check out as [[checkout]] tables") from None
-    except (tomllib.TOMLDecodeError, ValidationError) as error:
-        why = error.errors()[0]["msg"] if isinstance(error, ValidationError) else str(error).splitlines()[0]
-        raise ApexUserError(f"{path}: not a valid checkouts manifest ({why}); see the comment at its top") from None
-    names = [entry.name for entry in entries]
-    if len(set(names)) != len(names):
-        raise ApexUserError(f"{path}: two entries share a folder name; each checkout needs its own")
-    return entries
+    return read_entries(path, "checkout", CheckoutSource, what="checkouts", help_hint="see the comment at its top",
+                        unique="folder name")
 
 
 def fetch_checkouts(entries: list[CheckoutSource], folder: Path | None = None, timeout_s: float = CLONE_TIMEOUT_S) -> CheckoutReport:

@@ -67,8 +67,9 @@ def package_version(name: str) -> str:
     return "unknown"
 
 
-def installed_package(name: str) -> PackageSource | None:
-    """Where import name ``name`` lives on this machine, or None when it is not installed."""
+def package_root(name: str) -> Path | None:
+    """The folder of import name ``name`` (its file for a one-module distribution), found without
+    running the package; None when it is not installed."""
     try:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
@@ -76,12 +77,16 @@ def installed_package(name: str) -> PackageSource | None:
     if spec is None:
         return None
     if spec.submodule_search_locations:
-        root = Path(next(iter(spec.submodule_search_locations)))
-    elif spec.origin and spec.origin not in ("built-in", "frozen"):
-        root = Path(spec.origin)  # a single-module distribution: the index reads just this file
-    else:
-        return None
-    return PackageSource(name=name, version=package_version(name), root=root.resolve())
+        return Path(next(iter(spec.submodule_search_locations))).resolve()
+    if spec.origin and spec.origin not in ("built-in", "frozen"):
+        return Path(spec.origin).resolve()  # a single-module distribution: the index reads just this file
+    return None
+
+
+def installed_package(name: str) -> PackageSource | None:
+    """Where import name ``name`` lives on this machine, or None when it is not installed."""
+    root = package_root(name)
+    return None if root is None else PackageSource(name=name, version=package_version(name), root=root)
 
 
 def installed_packages(names: tuple[str, ...] | list[str] = DEFAULT_PACKAGES) -> tuple[list[PackageSource], list[str]]:
