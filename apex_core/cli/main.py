@@ -19,6 +19,7 @@ import typer
 from apex_core.cli import render
 from apex_core.cli.analysis import register as register_analysis
 from apex_core.cli.docs import register as register_docs
+from apex_core.cli.patch import register as register_patch
 from apex_core.cli.source import register as register_source
 from apex_core.cli.mcp import app as mcp_app
 from apex_core.cli.output import JsonOption, console, progress_console, progress_reporter
@@ -45,6 +46,7 @@ register_workloads(app)
 register_analysis(app)
 register_docs(app)
 register_source(app)
+register_patch(app)
 
 GpuOption = Annotated[
     Optional[str],
@@ -379,9 +381,19 @@ def evaluate(
     render.eval_report(console, report)
 
 
+def _recover_patches() -> None:
+    """Undo what a killed patcher left open in this environment, before anything else runs."""
+    from apex_core.patcher import recover
+
+    rolled = recover()
+    if rolled:
+        sys.stderr.write(f"apex: rolled back {len(rolled)} patch(es) an interrupted run left open ({', '.join(rolled)})\n")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point with Apex's error discipline."""
     try:
+        _recover_patches()
         result = app(args=argv, standalone_mode=False)
     except ApexUserError as error:
         sys.stderr.write(f"apex: error: {error}\n")

@@ -1,0 +1,56 @@
+"""``apex patch status`` and ``apex patch restore``: what is patched in this environment, and undoing it.
+
+Every apex command first rolls back what a killed patcher left open (``apex_core.patcher.recover``,
+called from ``main``); these commands show and undo what was applied on purpose.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from apex_core.cli.output import JsonOption, console, print_json
+
+app = typer.Typer(help="Show or undo the patches applied to this Python environment.", no_args_is_help=True,
+                  rich_markup_mode=None)
+
+
+def register(main_app: typer.Typer) -> None:
+    main_app.add_typer(app, name="patch")
+
+
+@app.command("status")
+def status_command(as_json: JsonOption = False) -> None:
+    """What is patched in this environment: each patch, its task and solution, and the files it replaced."""
+    from apex_core.patcher import status
+
+    journal = status()
+    if as_json:
+        print_json({"patched": bool(journal and journal.active()),
+                    "journal": journal.model_dump(mode="json") if journal else None})
+        return
+    if journal is None or not journal.active():
+        console.print("nothing is patched in this environment")
+        return
+    console.print(f"journal: {journal.folder}", highlight=False)
+    for record in journal.active():
+        files = [e.target for e in journal.entries_of(record.id) if not e.target.endswith(".pyc")]
+        console.print(f"{record.id}  {record.state}  task {record.task_id or '-'}  solution {record.solution or '-'}", highlight=False)
+        for path in files:
+            console.print(f"    {path}", highlight=False)
+
+
+@app.command("restore")
+def restore_command(as_json: JsonOption = False) -> None:
+    """Undo every patch: each file put back byte for byte (mode and mtime too) and checked by its sha256."""
+    from apex_core.patcher import restore
+
+    report = restore()
+    if as_json:
+        print_json(report.model_dump(mode="json") if report else {"patches": [], "files_restored": 0, "files_unchanged": 0,
+                                                                   "journal": None})
+        return
+    if report is None:
+        console.print("nothing is patched in this environment")
+        return
+    console.print(f"restored {len(report.patches)} patch(es): {report.files_restored} file(s) put back, "
+                  f"{report.files_unchanged} already original; journal {report.journal}", highlight=False)

@@ -1,0 +1,118 @@
+"""File operations that survive a crash at any instant: hashes, durable copies, atomic replacement.
+
+A replacement is written to a temporary file in the target's own folder, flushed to disk, and
+renamed over the target (rename within one file system is atomic), then the folder is flushed
+so the rename itself is durable. At every instant the target holds either its old bytes or its
+new ones, never a torn mix, which is what lets the journal restore it after a kill -9 or a power
+loss. Restores also put back the mode and modification time, so Python's bytecode cache (keyed
+by the source's mtime and size) sees the original file again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+from pydantic import BaseModel
+
+
+class FileState(BaseModel):
+    """What a file was: enough to check and to restore it byte for byte."""
+
+    exists: bool
+    sha256: str | None = None
+    size: int | None = None
+    mode: int | None = None
+    mtime_ns: int | None = None
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_state(path: Path) -> FileState:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return FileState(exists=False)
+    return FileState(exists=True, sha256=sha256_file(path), size=stat.st_size, mode=stat.st_mode & 0o7777,
+                     mtime_ns=stat.st_mtime_ns)
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename or creation in ``folder`` durable (a no-op where directories cannot be opened)."""
+    try:
+        handle = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    except OSError:
+        pass
+    finally:
+        os.close(handle)
+
+
+def durable_copy(source: Path, target: Path) -> None:
+    """Copy bytes and flush them; the copy becomes visible under ``target`` only when complete."""
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    with source.open("rb") as reader, temporary.open("wb") as writer:
+        shutil.copyfileobj(reader, writer)
+        writer.flush()
+        os.fsync(writer.fileno())
+    os.replace(temporary, target)
+    fsync_dir(target.parent)
+
+
+def atomic_write(target: Path, data: bytes, *, mode: int | None = None, mtime_ns: int | None = None,
+                 before_rename: callable | None = None) -> None:  # type: ignore[valid-type]
+    """Replace ``target`` with ``data`` atomically (temporary file in the same folder, fsync, rename).
+
+    ``mode`` and ``mtime_ns`` set the new file's permission bits and modification time (a restore
+    gives the original ones back); ``before_rename`` runs between the flush and the rename (the
+    fault-injection point of the tests).
+    """
+    temporary = target.with_name(f".{target.name}.apex-{os.getpid()}.tmp")
+    try:
+        with temporary.open("wb") as writer:
+            writer.write(data)
+            writer.flush()
+            os.fsync(writer.fileno())
+        if mode is not None:
+            os.chmod(temporary, mode)
+        if mtime_ns is not None:
+            os.utime(temporary, ns=(mtime_ns, mtime_ns))
+        if before_rename is not None:
+            before_rename()
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    fsync_dir(target.parent)
+
+
+def durable_unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return
+    fsync_dir(path.parent)
+
+
+def bytecode_files(source: Path) -> list[Path]:
+    """The ``__pycache__`` files Python compiled from ``source`` (any interpreter, any optimization)."""
+    cache = source.parent / "__pycache__"
+    if source.suffix != ".py" or not cache.is_dir():
+        return []
+    return sorted(cache.glob(f"{source.stem}.*.pyc"))
+
+
+def stray_temporaries(folder: Path) -> list[Path]:
+    """Temporary files an interrupted replacement may have left in ``folder``."""
+    return sorted(folder.glob(".*.apex-*.tmp"))
