@@ -1,4 +1,4 @@
-"""``apex patch status`` and ``apex patch restore``: what is patched in this environment, and undoing it.
+"""``apex patch apply|status|restore``: graded solutions into the installed stack, what is patched, undoing it.
 
 Every apex command first rolls back what a killed patcher left open (``apex_core.patcher.recover``,
 called from ``main``); these commands show and undo what was applied on purpose.
@@ -6,9 +6,12 @@ called from ``main``); these commands show and undo what was applied on purpose.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated, Optional
+
 import typer
 
-from apex_core.cli.output import JsonOption, console, print_json
+from apex_core.cli.output import JsonOption, console, print_json, progress_reporter
 
 app = typer.Typer(help="Show or undo the patches applied to this Python environment.", no_args_is_help=True,
                   rich_markup_mode=None)
@@ -16,6 +19,33 @@ app = typer.Typer(help="Show or undo the patches applied to this Python environm
 
 def register(main_app: typer.Typer) -> None:
     main_app.add_typer(app, name="patch")
+
+
+@app.command("apply")
+def apply_command(
+    task: Annotated[str, typer.Option("--task", help="The task whose solution to patch in, e.g. cpu-mini__rms_norm.")],
+    solution: Annotated[Path, typer.Option("--solution", help="The graded solution file.")],
+    results_dir: Annotated[Path, typer.Option(help="Where the journal and its backups go (results/patches/...).")] = Path("results"),
+    device: Annotated[Optional[str], typer.Option(help="Device for the check inside the model (default: the task's).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Patch a solution into the installed stack and check it inside the model; rolled back alone if the check fails.
+
+    Exit 0 when it is applied, 1 when it was rolled back (the reason is printed)."""
+    from apex_core.patcher.apply import apply_solutions
+
+    with progress_reporter("patch") as progress:
+        (result,) = apply_solutions([(task, solution)], results_dir, device=device, progress=progress)
+    if as_json:
+        print_json(result.model_dump(mode="json"))
+    elif result.applied:
+        console.print(f"applied {result.patch_id}: {result.task_id} at {result.point} ({result.target}); "
+                      f"{result.check.shapes_checked} test shapes passed inside the model; undo with 'apex patch restore'",
+                      highlight=False)
+    else:
+        console.print(f"rolled back {result.patch_id}: {result.reason}", highlight=False)
+    if not result.applied:
+        raise typer.Exit(1)
 
 
 @app.command("status")

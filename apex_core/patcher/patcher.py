@@ -140,8 +140,17 @@ class Patcher:
         jr.write_journal(journal)
 
     def roll_back(self, patch_id: str, note: str) -> None:
-        """Undo one patch alone (its checks failed), keeping the others."""
+        """Undo one patch alone (its checks failed), keeping the others.
+
+        Patches of one file stack (each journals the file as the previous one left it), so only
+        the newest patch of each of its files can be undone alone."""
         journal = self._journal()
+        mine = {e.target for e in journal.entries_of(patch_id)}
+        later = [p.id for p in journal.patches[journal.patches.index(journal.patch(patch_id)) + 1:]
+                 if p.state != "restored" and mine & {e.target for e in journal.entries_of(p.id)}]
+        if later:
+            raise ApexUserError(f"patch {patch_id} cannot be undone alone: {', '.join(later)} patched the same files after it; "
+                                "undo those first (apex patch restore undoes all)")
         _restore_patch(journal, journal.patch(patch_id))
         journal.patch(patch_id).note = note
         jr.write_journal(journal)
@@ -173,10 +182,7 @@ class Patcher:
 
     def _journal_file(self, journal: jr.Journal, patch_id: str, target: Path) -> None:
         """Back up ``target`` and journal it; after this returns, changing it is safe."""
-        if any(e.target == str(target) for e in journal.entries if journal.patch(e.patch).state != "restored"):
-            raise ApexUserError(f"{target} is already replaced by another applied patch; restore that one first "
-                                "(apex patch restore) or patch a different file")
-        original = file_state(target)
+        original = file_state(target)  # after an earlier patch of the same file: its patched state
         backup = None
         if original.exists:
             backup = f"{len(journal.entries):04d}-{target.name}"

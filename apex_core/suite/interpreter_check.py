@@ -15,9 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from apex_core.kernels import interpreter_fixes, seeded
-from apex_core.grader.compare import Comparison, as_output_list, compare_all, inputs_unchanged
-from apex_core.tasks.schema import Shape, Task, load_reference
+from apex_core.grader.call_check import check_call
+from apex_core.kernels import interpreter_fixes
+from apex_core.tasks.schema import Shape, Task
 
 
 class ShapeVerdict(BaseModel):
@@ -38,32 +38,6 @@ def load_entry_point(task: Task, source: Path) -> Any:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return getattr(module, task.entry_point)
-
-
-def _copy(value: Any) -> Any:
-    return value.clone() if hasattr(value, "clone") else value
-
-
-def check_call(task: Task, function: Any, shape: Shape, seed: int, device: str = "cpu", strided: bool = False) -> Comparison:
-    """One call of ``function`` at ``shape`` against the reference, under the grader's rules
-    (``strided``: the task's strided_args as row-strided views, as hidden shapes pass them)."""
-    make_inputs = load_reference(task.inputs)
-    reference = load_reference(task.reference)
-    args = seeded.draw(make_inputs, shape, task.dtype, seed, device, task.params, task.strided_args if strided else ())
-    expected = [v.detach().cpu() if hasattr(v, "detach") else v for v in as_output_list(reference(*[_copy(a) for a in args]))]
-    before = [_copy(a).cpu() if hasattr(a, "cpu") else a for a in args]
-    returned = function(*args)
-    if task.output_args:
-        if returned is not None:
-            return Comparison(passed=False, message=f"an in-place call returned {type(returned).__name__}, not None")
-        outputs = [args[i] for i in task.output_args]
-    else:
-        outputs = as_output_list(returned)
-    comparison = compare_all([o.detach().cpu() for o in outputs], expected, task)
-    after = [a.cpu() if hasattr(a, "cpu") else a for a in args]
-    if comparison.passed and not inputs_unchanged(before, after, skip=task.output_args):
-        return comparison.model_copy(update={"passed": False, "message": "the call modified its inputs"})
-    return comparison
 
 
 def check_source(task: Task, source: Path, shapes: list[Shape] | None = None, seed: int = 1) -> list[ShapeVerdict]:

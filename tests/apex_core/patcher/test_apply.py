@@ -1,0 +1,92 @@
+"""``apex patch apply`` on the cpu-mini workload, in this environment's real transformers: a graded
+solution is patched in and runs inside the model; one that breaks the import, one that is wrong
+inside the model and one that crashes it are each rolled back alone, the good one kept; a restore
+gives every byte back."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from apex_core.patcher import restore, status
+from apex_core.patcher.apply import apply_solutions
+from apex_core.patcher.points import POINTS, point_for
+from apex_core.tasks import get_task
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+TASK = "cpu-mini__rms_norm"
+GOOD = REPO_ROOT / "apex_core" / "agents" / "canned" / f"{TASK}.py"
+BAD = {
+    "import": "raise ImportError('broken on purpose')\n",
+    "wrong": "def rms_norm(x, weight, eps):\n    return x.copy()\n",
+    "crash": "import os, signal\n\ndef rms_norm(x, weight, eps):\n    os.kill(os.getpid(), signal.SIGSEGV)\n",
+}
+
+
+def _tree(folder: Path) -> dict[str, str]:
+    """Every file of the target's package folder (bytecode included), by sha256."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def llama_folder():
+    target = point_for(get_task(TASK)).target_file()
+    assert target is not None
+    before = _tree(target.parent)
+    yield target.parent
+    restore()  # whatever happened, nothing stays patched
+    assert _tree(target.parent) == before
+
+
+def test_a_good_solution_is_patched_in_kept_and_the_bad_ones_are_rolled_back_alone(llama_folder, tmp_path):
+    results = tmp_path / "results"
+    (good,) = apply_solutions([(TASK, GOOD)], results)
+    assert good.applied and good.check.shapes_checked == len(get_task(TASK).test_shapes)
+    reasons = {}
+    for name, source in BAD.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text(source)
+        (bad,) = apply_solutions([(TASK, path)], results)
+        assert not bad.applied
+        reasons[name] = bad.reason
+    assert reasons["import"].startswith("import check failed") and "broken on purpose" in reasons["import"]
+    assert reasons["wrong"].startswith("correctness check failed")
+    assert "crashed" in reasons["crash"]
+    journal = status()
+    assert [p.task_id for p in journal.active()] == [TASK] and journal.active()[0].id == good.patch_id
+    # The model really calls the kept solution.
+    probe = "from apex_core.workloads import cpu_mini, load, get_workload; w = load(get_workload('cpu-mini')); " \
+            "print(cpu_mini.label(cpu_mini.rms_norm_implementation()))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert done.stdout.strip().splitlines()[-1].startswith(f"apex_patch_{good.patch_id.replace('-', '_')}."), done.stderr
+
+
+def test_the_cli_applies_reports_json_and_restores(llama_folder, tmp_path, apex_cli):
+    applied = apex_cli("patch", "apply", "--task", TASK, "--solution", str(GOOD), "--results-dir", str(tmp_path), "--json")
+    assert applied.returncode == 0, applied.stderr
+    assert json.loads(applied.stdout)["applied"] is True
+    shown = json.loads(apex_cli("patch", "status", "--json").stdout)
+    assert shown["patched"] and shown["journal"]["patches"][0]["task_id"] == TASK
+    undone = apex_cli("patch", "restore", "--json")
+    assert json.loads(undone.stdout)["files_restored"] >= 2
+
+
+def test_tasks_without_a_patch_point_and_missing_files_are_one_line_errors(apex_cli, tmp_path):
+    done = apex_cli("patch", "apply", "--task", "gpt-oss-20b__fused_moe", "--solution", str(GOOD))
+    assert done.returncode == 2 and "no patch point yet" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    missing = apex_cli("patch", "apply", "--task", TASK, "--solution", str(tmp_path / "nope.py"))
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+def test_every_patch_point_has_an_adapter_and_a_model_path():
+    from apex_core.patcher.check import MODEL_PATHS
+    from apex_core.patcher.points import ADAPTERS
+
+    assert {p.id for p in POINTS} == set(ADAPTERS) == set(MODEL_PATHS)
