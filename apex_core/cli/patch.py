@@ -19,6 +19,36 @@ app = typer.Typer(help="Show or undo the patches applied to this Python environm
 
 def register(main_app: typer.Typer) -> None:
     main_app.add_typer(app, name="patch")
+    main_app.command("benchmark-final")(benchmark_final_command)
+
+
+def benchmark_final_command(
+    workload: Annotated[str, typer.Option("--workload", help="The workload of the first benchmark, e.g. cpu-mini.")],
+    runs: Annotated[Optional[int], typer.Option(help="Pairs of runs (default: as many as the workload's last 'apex benchmark').")] = None,
+    results_dir: Annotated[Path, typer.Option(help="Where the first benchmark's results are and final.json goes.")] = Path("results"),
+    as_json: JsonOption = False,
+) -> None:
+    """The workload with and without the applied patches, alternately in one session: the tokens/s ratio with a
+    95% bootstrap interval (significant when it excludes 1.0), drift, then every patch restored."""
+    from apex_core.patcher.final import benchmark_final
+    from apex_core.workloads import get_workload
+    from apex_core.workloads.runner import stored_results
+
+    spec = get_workload(workload)
+    first = [r for r in stored_results(results_dir) if r.workload.id == spec.id]
+    if first:
+        spec = first[-1].workload  # the same workload as the first benchmark, as it was resolved
+    count = runs if runs is not None else (len(first[-1].runs) if first else 5)
+    with progress_reporter("benchmark-final") as progress:
+        result = benchmark_final(spec, count, results_dir, progress=progress)
+    if as_json:
+        print_json(result.model_dump(mode="json"))
+        return
+    console.print(f"{result.workload.id}: {result.verdict}", highlight=False)
+    console.print(f"original tokens/s {', '.join(f'{v:,.0f}' for v in result.original_tokens_per_s)}", highlight=False)
+    console.print(f"patched  tokens/s {', '.join(f'{v:,.0f}' for v in result.patched_tokens_per_s)}", highlight=False)
+    console.print(f"drift of the original over the session {result.drift:+.1%}" + ("  DRIFT" if result.drift_flagged else "")
+                  + f"; {result.results_dir}/final.json; patches restored", highlight=False)
 
 
 @app.command("apply")

@@ -1,0 +1,43 @@
+"""``apex benchmark-final`` on cpu-mini: the original and the patched model alternate in one
+session; our vectorized RMSNorm makes the model significantly faster, the interval says so, and
+every patch is restored afterwards."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from apex_core.errors import ApexUserError
+from apex_core.patcher import status
+from apex_core.patcher.apply import apply_solutions
+from apex_core.patcher.final import FINAL_FILE, benchmark_final, bootstrap_median_interval
+from apex_core.workloads import get_workload
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+TASK = "cpu-mini__rms_norm"
+GOOD = REPO_ROOT / "apex_core" / "agents" / "canned" / f"{TASK}.py"
+
+
+def test_the_patched_cpu_mini_is_significantly_faster_and_is_restored_afterwards(tmp_path):
+    (applied,) = apply_solutions([(TASK, GOOD)], tmp_path)
+    assert applied.applied
+    result = benchmark_final(get_workload("cpu-mini"), 3, tmp_path, warmup=1)
+    assert result.significant and result.interval[0] > 1.0 and result.improvement > 0.5, result.verdict
+    assert len(result.ratios) == 3 and result.verdict.startswith("faster by")
+    assert status() is None, "the patches are restored after the final benchmark"
+    stored = json.loads((Path(result.results_dir) / FINAL_FILE).read_text())
+    assert stored["patches"] == [{"task_id": TASK, "solution": str(GOOD)}]
+
+
+def test_nothing_patched_is_a_one_line_error():
+    with pytest.raises(ApexUserError, match="nothing is patched"):
+        benchmark_final(get_workload("cpu-mini"), 3, Path("unused"))
+
+
+def test_the_bootstrap_interval_brackets_the_median_and_excludes_one_only_when_it_should():
+    low, high = bootstrap_median_interval([1.30, 1.32, 1.29, 1.31, 1.33])
+    assert 1.29 <= low <= 1.31 <= high <= 1.33
+    low, high = bootstrap_median_interval([0.97, 1.04, 1.00, 0.99, 1.02])
+    assert low < 1.0 < high
