@@ -20,6 +20,30 @@ app = typer.Typer(help="Show or undo the patches applied to this Python environm
 def register(main_app: typer.Typer) -> None:
     main_app.add_typer(app, name="patch")
     main_app.command("benchmark-final")(benchmark_final_command)
+    main_app.command("integrate")(integrate_command)
+
+
+def integrate_command(
+    results: Annotated[Path, typer.Option("--results", help="Folder of grade results (apex grade --json files), searched recursively.")] = Path("results"),
+    min_speedup: Annotated[float, typer.Option(help="Credited speedup a winner needs (its interval's lower bound must also exceed 1.0).")] = 1.05,
+    as_json: JsonOption = False,
+) -> None:
+    """Patch the winners among graded solutions into the installed stack, each checked inside the model."""
+    from apex_core.patcher.integrate import integrate
+
+    with progress_reporter("integrate") as progress:
+        report = integrate(results, min_speedup, progress=progress)
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+        return
+    for candidate in report.candidates:
+        mark = "winner" if candidate in report.winners else f"skipped: {candidate.why_not}"
+        console.print(f"{candidate.task_id}  {candidate.solution}  {candidate.speedup or 0:.3f}x  {mark}", highlight=False)
+    for patch in report.patches:
+        console.print(f"{'applied' if patch.applied else 'rolled back'} {patch.patch_id} {patch.task_id}"
+                      + ("" if patch.applied else f": {patch.reason}"), highlight=False)
+    if not report.candidates:
+        console.print(f"no grade results under {results}")
 
 
 def benchmark_final_command(

@@ -1,0 +1,53 @@
+"""``apex integrate`` picks the winners among real gradings (ok, correct, unflagged, confined, fast
+enough with the interval above 1.0, unchanged since graded) and patches only them in."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from apex_core.patcher import restore, status
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+TASK = "cpu-mini__rms_norm"
+CANNED = REPO_ROOT / "apex_core" / "agents" / "canned" / f"{TASK}.py"
+BASELINE = REPO_ROOT / "apex_core" / "kernels" / "rms_norm" / "baseline_python.py"
+
+
+def test_only_the_fast_unchanged_solution_is_integrated(apex_cli, tmp_path):
+    gradings = tmp_path / "gradings"
+    gradings.mkdir()
+    fast, slow, edited = tmp_path / "fast.py", tmp_path / "slow.py", tmp_path / "edited.py"
+    shutil.copyfile(CANNED, fast)
+    shutil.copyfile(BASELINE, slow)
+    shutil.copyfile(CANNED, edited)
+    for name, path in (("fast", fast), ("slow", slow), ("edited", edited)):
+        graded = apex_cli("grade", "--task", TASK, "--solution", str(path), "--json")
+        assert graded.returncode == 0, graded.stderr
+        (gradings / f"{name}.json").write_text(graded.stdout)
+    edited.write_text(edited.read_text() + "\n# edited after grading\n")
+    (gradings / "notes.json").write_text('{"not": "a grading"}')
+    try:
+        done = apex_cli("integrate", "--results", str(gradings), "--json")
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        verdicts = {Path(c["solution"]).name: c for c in report["candidates"]}
+        assert set(verdicts) == {"fast.py", "slow.py", "edited.py"}
+        assert verdicts["fast.py"]["eligible"], verdicts["fast.py"]
+        slow_reason = verdicts["slow.py"]["why_not"]  # the baseline itself: about 1.0x, noise either side
+        assert not verdicts["slow.py"]["eligible"] and ("below 1.05x" in slow_reason or "lower bound" in slow_reason), slow_reason
+        assert "changed since it was graded" in verdicts["edited.py"]["why_not"]
+        assert [w["solution"] for w in report["winners"]] == [str(fast)]
+        assert [p["applied"] for p in report["patches"]] == [True]
+        shown = json.loads(apex_cli("patch", "status", "--json").stdout)
+        assert shown["patched"] and shown["journal"]["patches"][0]["solution"] == str(fast)
+    finally:
+        apex_cli("patch", "restore")
+    assert json.loads(apex_cli("patch", "status", "--json").stdout)["patched"] is False
+
+
+def test_a_missing_results_folder_is_a_one_line_error(apex_cli, tmp_path):
+    done = apex_cli("integrate", "--results", str(tmp_path / "nope"))
+    assert done.returncode == 2 and "no such folder" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert status() is None and restore() is None
