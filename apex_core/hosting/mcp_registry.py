@@ -169,6 +169,25 @@ SERVERS: tuple[ServerSpec, ...] = (
         pass_env=("APEX_CACHE_DIR", "APEX_SOURCE_CACHE_DIR", "APEX_DOCS_INDEX", "APEX_SOURCE_CHECKOUTS", "XDG_CACHE_HOME"),
         probe=ToolProbe(tool="find_kernel", arguments={"name": "_rms_norm_forward_kernel"}, expect_key="found"),
     ),
+    ServerSpec(
+        name="apex-patcher",
+        module="servers.patcher",
+        description="Patches graded winners into the installed stack (journaled, crash-safe) and benchmarks the model again.",
+        tools=(
+            ToolSummary(name="apply_patch", timeout_s=1800,
+                        when_to_use="put one graded solution into the installed stack, checked inside the model"),
+            ToolSummary(name="integrate_winners", timeout_s=3600,
+                        when_to_use="patch in the winners of a folder of gradings"),
+            ToolSummary(name="patch_status", timeout_s=60, read_only=True,
+                        when_to_use="see what is patched in this environment"),
+            ToolSummary(name="restore_patches", timeout_s=600,
+                        when_to_use="undo every patch, byte for byte"),
+            ToolSummary(name="run_final_benchmark", timeout_s=3600,
+                        when_to_use="the model's tokens/s with and without the patches, with the change's interval"),
+        ),
+        pass_env=GPU_ENVIRONMENT,
+        probe=ToolProbe(tool="patch_status", expect_key="patched"),
+    ),
 )
 """Each server adds one entry here; host configs and prompt tool tables are generated from it."""
 

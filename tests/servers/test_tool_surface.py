@@ -333,6 +333,15 @@ SOURCE_CALLS: list[tuple[str, dict[str, Any], str]] = [
 ]
 """The source server's tools."""
 
+PATCHER_CALLS: list[tuple[str, dict[str, Any], str]] = [
+    ("patch_status", {}, "patched"),
+    ("apply_patch", {"task_id": "cpu-mini__rms_norm", "solution_path": str(REPO_ROOT / CANNED)}, "check"),
+    ("run_final_benchmark", {"workload": "cpu-mini", "runs": 2}, "median_ratio"),  # restores at its end
+    ("integrate_winners", {"results_dir": "."}, "winners"),  # the test's folder holds no gradings
+    ("restore_patches", {}, "restored"),
+]
+"""The patcher server's tools, in an order that leaves nothing patched."""
+
 
 def _wire(value: Any) -> Any:
     """What a reply carries as JSON: NaN and infinity become null, as in every MCP transport."""
@@ -351,13 +360,13 @@ def test_every_reply_of_every_tool_validates_against_its_own_output_schema(tmp_p
     tasks = {**catalog.all_tasks(), "cpu-mini__rms_norm_loose": _loose_task()}
     monkeypatch.setattr(catalog, "all_tasks", lambda: tasks)
     by_tool = {tool.name: server for server in SERVERS for tool in server.tools}
-    calls = _grader_calls(tmp_path) + WORKLOAD_CALLS + SOURCE_CALLS
+    calls = _grader_calls(tmp_path) + WORKLOAD_CALLS + SOURCE_CALLS + PATCHER_CALLS
     for spec in all_servers():
         def chosen_calls(spec: Any = spec) -> list[tuple[str, dict[str, Any], str]]:
             if spec.name != GATEWAY.name:
                 return [(tool, a, e) for tool, a, e in calls if by_tool[tool].name == spec.name]
             # The gateway runs each tool once, prefixed (its replies are the servers' own, mounted).
-            allowed = {"ok", "ranking", "arch", *(e for _, _, e in WORKLOAD_CALLS + SOURCE_CALLS)}
+            allowed = {"ok", "ranking", "arch", *(e for _, _, e in WORKLOAD_CALLS + SOURCE_CALLS + PATCHER_CALLS)}
             once = {tool: (tool, a, e) for tool, a, e in calls if e in allowed}
             return [(f"{by_tool[tool].namespace}_{tool}", a, e) for tool, a, e in once.values()]
 

@@ -1,0 +1,114 @@
+"""The patcher MCP server: graded winners into the installed stack, and the model measured again.
+
+A thin layer over ``apex_core.patcher``: apply one solution (checked inside the model, rolled back
+alone if it fails there), integrate the winners of a folder of gradings, show or undo what is
+patched, and run the final benchmark (original and patched model alternately, the tokens/s ratio
+with its interval, then everything restored). Every change goes through the crash-safe journal.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio.to_thread
+from fastmcp import Context
+from pydantic import BaseModel, Field
+
+from apex_core.patcher import RestoreReport, restore, status
+from apex_core.patcher.apply import AppliedPatch, apply_solutions
+from apex_core.patcher.final import FinalBenchmark, benchmark_final
+from apex_core.patcher.integrate import IntegrationReport, integrate
+from apex_core.patcher.journal import Journal
+from apex_core.workloads import get_workload
+from apex_core.workloads.runner import stored_results
+from servers._common import READ_ONLY, create_server, in_thread_with_progress, user_errors_as_tool_errors
+
+mcp = create_server(
+    "apex-patcher",
+    "Puts graded kernel solutions into the installed inference stack and measures the model again: apply_patch for one "
+    "solution (checked inside the model), integrate_winners for the winners of a folder of gradings, patch_status and "
+    "restore_patches to see or undo what is patched, run_final_benchmark for the end-to-end tokens/s change with its "
+    "interval. Changes are journaled and undone after a crash.",
+)
+
+RESULTS_ROOT = Path("results")
+
+
+class PatchStatus(BaseModel):
+    patched: bool
+    journal: Journal | None = Field(description="the live journal: each patch's task, solution, state and files")
+
+
+class Restored(BaseModel):
+    restored: bool = Field(description="false when nothing was patched")
+    report: RestoreReport | None
+
+
+@mcp.tool
+@user_errors_as_tool_errors
+async def apply_patch(
+    ctx: Context,
+    task_id: Annotated[str, Field(min_length=3, max_length=128, description="The task, e.g. cpu-mini__rms_norm.")],
+    solution_path: Annotated[str, Field(min_length=1, max_length=4096, description="The solution file you graded.")],
+) -> AppliedPatch:
+    """Patch one graded solution into the installed stack and check it inside the model; a patch that
+    breaks the import, is wrong in the model or crashes it is rolled back (applied is false, reason says why).
+    Use it after grade_solution credited a speedup, before run_final_benchmark."""
+    return await in_thread_with_progress(
+        ctx, lambda progress: apply_solutions([(task_id, Path(solution_path))], RESULTS_ROOT, progress=progress)[0])
+
+
+@mcp.tool
+@user_errors_as_tool_errors
+async def integrate_winners(
+    ctx: Context,
+    results_dir: Annotated[str, Field(min_length=1, max_length=4096, description="Folder of grade results (apex grade --json files).")],
+    min_speedup: Annotated[float, Field(gt=0, le=100, description="Credited speedup a winner needs.")] = 1.05,
+) -> IntegrationReport:
+    """Patch in the winners among graded solutions (correct, unflagged, speedup >= min_speedup with its interval
+    above 1.0, unchanged since graded), each checked inside the model. Use it when several tasks were graded."""
+    return await in_thread_with_progress(ctx, lambda progress: integrate(Path(results_dir), min_speedup, progress=progress))
+
+
+@mcp.tool(annotations=READ_ONLY)
+@user_errors_as_tool_errors
+async def patch_status() -> PatchStatus:
+    """What is patched in this environment: each patch's task, solution, state and replaced files. Use it
+    before patching or benchmarking, to know which code the model runs."""
+    journal = await anyio.to_thread.run_sync(status)
+    return PatchStatus(patched=bool(journal and journal.active()), journal=journal)
+
+
+@mcp.tool
+@user_errors_as_tool_errors
+async def restore_patches() -> Restored:
+    """Undo every patch: each file put back byte for byte and checked against its recorded sha256. Use it
+    when you are done, or before measuring the original stack."""
+    report = await anyio.to_thread.run_sync(restore)
+    return Restored(restored=report is not None, report=report)
+
+
+@mcp.tool
+@user_errors_as_tool_errors
+async def run_final_benchmark(
+    ctx: Context,
+    workload: Annotated[str, Field(min_length=2, max_length=64, description="The workload of the first benchmark, e.g. cpu-mini.")],
+    runs: Annotated[int | None, Field(ge=2, le=50, description="Pairs of runs; default: as many as the last benchmark.")] = None,
+) -> FinalBenchmark:
+    """Measure the workload with and without the applied patches, alternately in one session: the tokens/s ratio,
+    its 95% interval and whether the change is significant; then every patch is restored. Use it after
+    apply_patch or integrate_winners to learn what the kernels did for the whole model."""
+    spec = get_workload(workload)
+    first = [r for r in stored_results(RESULTS_ROOT) if r.workload.id == spec.id]
+    count = runs if runs is not None else (len(first[-1].runs) if first else 5)
+    chosen = first[-1].workload if first else spec
+    return await in_thread_with_progress(ctx, lambda progress: benchmark_final(chosen, count, RESULTS_ROOT, progress=progress))
+
+
+def main() -> Any:
+    return mcp.run()
+
+
+if __name__ == "__main__":
+    main()
