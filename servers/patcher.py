@@ -17,11 +17,9 @@ from pydantic import BaseModel, Field
 
 from apex_core.patcher import RestoreReport, restore, status
 from apex_core.patcher.apply import AppliedPatch, apply_solutions
-from apex_core.patcher.final import FinalBenchmark, benchmark_final
+from apex_core.patcher.final import FinalBenchmark, as_first_benchmarked, benchmark_final
 from apex_core.patcher.integrate import IntegrationReport, integrate
 from apex_core.patcher.journal import Journal
-from apex_core.workloads import get_workload
-from apex_core.workloads.runner import stored_results
 from servers._common import READ_ONLY, create_server, in_thread_with_progress, user_errors_as_tool_errors
 
 mcp = create_server(
@@ -99,11 +97,8 @@ async def run_final_benchmark(
     """Measure the workload with and without the applied patches, alternately in one session: the tokens/s ratio,
     its 95% interval and whether the change is significant; then every patch is restored. Use it after
     apply_patch or integrate_winners to learn what the kernels did for the whole model."""
-    spec = get_workload(workload)
-    first = [r for r in stored_results(RESULTS_ROOT) if r.workload.id == spec.id]
-    count = runs if runs is not None else (len(first[-1].runs) if first else 5)
-    chosen = first[-1].workload if first else spec
-    return await in_thread_with_progress(ctx, lambda progress: benchmark_final(chosen, count, RESULTS_ROOT, progress=progress))
+    spec, count = as_first_benchmarked(workload, RESULTS_ROOT, runs)
+    return await in_thread_with_progress(ctx, lambda progress: benchmark_final(spec, count, RESULTS_ROOT, progress=progress))
 
 
 def main() -> Any:

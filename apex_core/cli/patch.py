@@ -54,15 +54,9 @@ def benchmark_final_command(
 ) -> None:
     """The workload with and without the applied patches, alternately in one session: the tokens/s ratio with a
     95% bootstrap interval (significant when it excludes 1.0), drift, then every patch restored."""
-    from apex_core.patcher.final import benchmark_final
-    from apex_core.workloads import get_workload
-    from apex_core.workloads.runner import stored_results
+    from apex_core.patcher.final import as_first_benchmarked, benchmark_final
 
-    spec = get_workload(workload)
-    first = [r for r in stored_results(results_dir) if r.workload.id == spec.id]
-    if first:
-        spec = first[-1].workload  # the same workload as the first benchmark, as it was resolved
-    count = runs if runs is not None else (len(first[-1].runs) if first else 5)
+    spec, count = as_first_benchmarked(workload, results_dir, runs)
     with progress_reporter("benchmark-final") as progress:
         result = benchmark_final(spec, count, results_dir, progress=progress)
     if as_json:

@@ -90,6 +90,19 @@ class _Worker:
             self.process.wait()
 
 
+def as_first_benchmarked(workload_id: str, results_root: Path, runs: int | None) -> tuple[WorkloadSpec, int]:
+    """The workload as the last ``apex benchmark`` of it resolved it (else the catalogue's), and the
+    number of pairs: ``runs`` if given, else that benchmark's run count, else 5."""
+    from apex_core.workloads import get_workload
+    from apex_core.workloads.runner import DEFAULT_RUNS, stored_results
+
+    spec = get_workload(workload_id)
+    first = [r for r in stored_results(results_root) if r.workload.id == spec.id]
+    if first:
+        spec = first[-1].workload
+    return spec, runs if runs is not None else (len(first[-1].runs) if first else DEFAULT_RUNS)
+
+
 def bootstrap_median_interval(ratios: list[float], samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> tuple[float, float]:
     """95% percentile-bootstrap interval of the median of ``ratios``."""
     import numpy as np
