@@ -52,6 +52,7 @@ class JournalEntry(BaseModel):
     target: str
     original: FileState
     backup: str | None = Field(default=None, description="file name under backups/, None when the target did not exist")
+    folder_mtime_ns: int | None = Field(default=None, description="the target's folder's mtime before this change")
 
 
 class Journal(BaseModel):

@@ -183,12 +183,14 @@ class Patcher:
     def _journal_file(self, journal: jr.Journal, patch_id: str, target: Path) -> None:
         """Back up ``target`` and journal it; after this returns, changing it is safe."""
         original = file_state(target)  # after an earlier patch of the same file: its patched state
+        folder_mtime = target.parent.stat().st_mtime_ns
         backup = None
         if original.exists:
             backup = f"{len(journal.entries):04d}-{target.name}"
             durable_copy(target, Path(journal.folder) / jr.BACKUP_DIR / backup)
         fault_point("apply:after-backup")
-        journal.entries.append(jr.JournalEntry(patch=patch_id, target=str(target), original=original, backup=backup))
+        journal.entries.append(jr.JournalEntry(patch=patch_id, target=str(target), original=original, backup=backup,
+                                               folder_mtime_ns=folder_mtime))
         jr.write_journal(journal)
         fault_point("apply:after-journal")
 
@@ -200,13 +202,25 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 def _restore_patch(journal: jr.Journal, record: jr.PatchRecord) -> tuple[int, int]:
     """Put back every file of one patch, newest first, and check each; (restored, unchanged)."""
     restored = unchanged = 0
-    for entry in reversed(journal.entries_of(record.id)):
+    entries = journal.entries_of(record.id)
+    for entry in reversed(entries):
         fault_point("restore:before-file")
         if _restore_entry(journal, entry):
             restored += 1
         else:
             unchanged += 1
         fault_point("restore:after-file")
+    # Creating and renaming files moved the folders' mtimes: give each the one it had before the
+    # patch's first change (entries are in the order they were journaled).
+    folders: dict[Path, int] = {}
+    for entry in entries:
+        if entry.folder_mtime_ns is not None:
+            folders.setdefault(Path(entry.target).parent, entry.folder_mtime_ns)
+    for folder, mtime_ns in folders.items():
+        try:
+            os.utime(folder, ns=(folder.stat().st_atime_ns, mtime_ns))
+        except OSError:
+            pass
     record.state = "restored"
     jr.write_journal(journal)
     return restored, unchanged

@@ -6,9 +6,10 @@ solution from a copy placed beside the module and rebinds the one function or me
 calls. The stack's other code is untouched, and the same solution file that ``apex grade``
 graded runs unchanged inside the model. Restoring the module removes the adapter and the copy.
 
-Verified here: the cpu-mini point (CPU, in CI). The transformers Llama point is written against
-transformers 5.x's ``LlamaRMSNorm`` (forward(hidden_states), ``weight``, ``variance_epsilon``) and
-checked on a GPU; points for Liger, fla, vLLM, SGLang and aiter come with their GPU work.
+Verified: the cpu-mini point (CPU, in CI); the transformers Llama point, written against
+transformers 5.x's ``LlamaRMSNorm`` (forward(hidden_states), ``weight``, ``variance_epsilon``), on
+an H200 with transformers 5.17 (docs/patching.md). Points for Liger, fla, vLLM, SGLang and aiter
+come with their GPU work.
 """
 
 from __future__ import annotations

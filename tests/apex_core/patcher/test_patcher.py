@@ -22,14 +22,14 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def snapshot(root: Path) -> dict[str, tuple[str, int, int]]:
-    """Every file under ``root``: (sha256, mode, mtime_ns), stray temporaries included."""
+    """Every file and folder under ``root``: (sha256 or 'dir', mode, mtime_ns), stray temporaries included."""
     import hashlib
 
     found = {}
     for path in sorted(root.rglob("*")):
-        if path.is_file():
-            stat = path.stat()
-            found[str(path.relative_to(root))] = (hashlib.sha256(path.read_bytes()).hexdigest(), stat.st_mode, stat.st_mtime_ns)
+        stat = path.stat()
+        digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "dir"
+        found[str(path.relative_to(root))] = (digest, stat.st_mode, stat.st_mtime_ns)
     return found
 
 
