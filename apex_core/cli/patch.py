@@ -75,6 +75,8 @@ def apply_command(
     solution: Annotated[Path, typer.Option("--solution", help="The graded solution file.")],
     results_dir: Annotated[Path, typer.Option(help="Where the journal and its backups go (results/patches/...).")] = Path("results"),
     device: Annotated[Optional[str], typer.Option(help="Device for the check inside the model (default: the task's).")] = None,
+    point: Annotated[Optional[str], typer.Option("--point", help="Which patch point, e.g. liger.llama.rms_norm for a workload run "
+                                                 "with --kernels liger (default: the first installed; docs/patching.md).")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Patch a solution into the installed stack and check it inside the model; rolled back alone if the check fails.
@@ -83,7 +85,7 @@ def apply_command(
     from apex_core.patcher.apply import apply_solutions
 
     with progress_reporter("patch") as progress:
-        (result,) = apply_solutions([(task, solution)], results_dir, device=device, progress=progress)
+        (result,) = apply_solutions([(task, solution)], results_dir, device=device, point_id=point, progress=progress)
     if as_json:
         print_json(result.model_dump(mode="json"))
     elif result.applied:

@@ -35,7 +35,7 @@ class AppliedPatch(BaseModel):
 
 
 def apply_solutions(pairs: list[tuple[str, Path]], results_root: Path, *, cache_dir: Path | None = None,
-                    check_timeout_s: float = CHECK_TIMEOUT_S, device: str | None = None,
+                    check_timeout_s: float = CHECK_TIMEOUT_S, device: str | None = None, point_id: str | None = None,
                     progress: Progress | None = None) -> list[AppliedPatch]:
     """Patch each solution in, check it inside the model, keep it or roll it back alone."""
     from apex_core.tasks import get_task
@@ -50,7 +50,7 @@ def apply_solutions(pairs: list[tuple[str, Path]], results_root: Path, *, cache_
         if path.suffix != ".py":
             raise ApexUserError(f"--solution {solution}: only Python/Triton solutions can be patched in yet; a {path.suffix} "
                                 "solution needs the HIP/CUDA adapter (issue 17, not built)")
-        prepared.append((task, path, point_for(task)))
+        prepared.append((task, path, point_for(task, point_id)))
     results: list[AppliedPatch] = []
     with Patcher(results_root, cache_dir=cache_dir) as patcher:
         for index, (task, path, point) in enumerate(prepared):

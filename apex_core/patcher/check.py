@@ -68,9 +68,26 @@ def _transformers_llama_rms_norm(module: Any, task: Task, device: str) -> Callab
     return through_the_model
 
 
+def _liger_llama_rms_norm(module: Any, task: Task, device: str) -> Callable[..., Any]:
+    import torch
+
+    norm_class = module.LigerRMSNorm
+    if not hasattr(norm_class.forward, "__apex_solution__"):
+        raise LookupError("LigerRMSNorm.forward is not the patched adapter")
+
+    def through_the_model(x: Any, weight: Any, eps: float) -> Any:
+        norm = norm_class(x.shape[-1], eps=eps).to(device=x.device, dtype=x.dtype)  # Llama's: offset 0, casting "llama"
+        with torch.no_grad():
+            norm.weight.copy_(weight)
+            return norm(x.unsqueeze(0)).squeeze(0)
+
+    return through_the_model
+
+
 MODEL_PATHS: dict[str, Callable[[Any, Task, str], Callable[..., Any]]] = {
     "cpu-mini.rms_norm": _cpu_mini_rms_norm,
     "transformers.llama.rms_norm": _transformers_llama_rms_norm,
+    "liger.llama.rms_norm": _liger_llama_rms_norm,
 }
 
 

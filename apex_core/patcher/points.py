@@ -7,9 +7,9 @@ calls. The stack's other code is untouched, and the same solution file that ``ap
 graded runs unchanged inside the model. Restoring the module removes the adapter and the copy.
 
 Verified: the cpu-mini point (CPU, in CI); the transformers Llama point, written against
-transformers 5.x's ``LlamaRMSNorm`` (forward(hidden_states), ``weight``, ``variance_epsilon``), on
-an H200 with transformers 5.17 (docs/patching.md). Points for Liger, fla, vLLM, SGLang and aiter
-come with their GPU work.
+transformers 5.x's ``LlamaRMSNorm`` (forward(hidden_states), ``weight``, ``variance_epsilon``), and
+the Liger point, against liger-kernel 0.8.5's ``LigerRMSNorm``, on an H200 with transformers 5.17
+(docs/patching.md). Points for Liger's rope and swiglu, fla, vLLM, SGLang and aiter come next.
 """
 
 from __future__ import annotations
@@ -52,6 +52,22 @@ def _transformers_llama_rms_norm(loader: str) -> str:
 '''
 
 
+def _liger_llama_rms_norm(loader: str) -> str:
+    return f'''    {loader.strip()}
+    original = LigerRMSNorm.forward
+
+    def forward(self, hidden_states):
+        if self.offset != 0.0 or self.casting_mode != "llama" or self.weight is None:
+            return original(self, hidden_states)  # another model's norm (Gemma's offset): not this task's contract
+        shape = hidden_states.shape
+        rows = hidden_states.reshape(-1, shape[-1]).contiguous()
+        return solution(rows, self.weight, self.variance_epsilon).reshape(shape)
+
+    forward.__apex_solution__ = solution
+    LigerRMSNorm.forward = forward
+'''
+
+
 class PatchPoint(BaseModel):
     """One place a task's kernel can be replaced in an installed stack."""
 
@@ -88,6 +104,7 @@ class PatchPoint(BaseModel):
 ADAPTERS: dict[str, Callable[[str], str]] = {
     "cpu-mini.rms_norm": _cpu_mini_rms_norm,
     "transformers.llama.rms_norm": _transformers_llama_rms_norm,
+    "liger.llama.rms_norm": _liger_llama_rms_norm,
 }
 
 POINTS: tuple[PatchPoint, ...] = (
@@ -96,15 +113,26 @@ POINTS: tuple[PatchPoint, ...] = (
     PatchPoint(id="transformers.llama.rms_norm", kernel="rms_norm", models=("llama-3-1-8b-instruct",),
                module="transformers.models.llama.modeling_llama",
                description="transformers' LlamaRMSNorm.forward calls the solution on (tokens, hidden) rows"),
+    PatchPoint(id="liger.llama.rms_norm", kernel="rms_norm", models=("llama-3-1-8b-instruct",),
+               module="liger_kernel.transformers.rms_norm",
+               description="Liger's LigerRMSNorm.forward (what --kernels liger puts in Llama) calls the solution on rows"),
 )
 
 
-def point_for(task: Task) -> PatchPoint:
-    """The patch point of ``task`` on this machine, or a one-line error saying why there is none."""
+def point_for(task: Task, point_id: str | None = None) -> PatchPoint:
+    """The patch point of ``task`` on this machine (``point_id``: that one; default: the first whose
+    module is installed, transformers' before a kernel stack's), or a one-line error saying why
+    there is none. A workload run with ``--kernels liger`` calls Liger's modules: patch those."""
     candidates = [p for p in POINTS if p.kernel == task.kernel and _model_slug(task) in p.models]
     if not candidates:
         known = ", ".join(sorted({f"{m}__{p.kernel}" for p in POINTS for m in p.models}))
         raise ApexUserError(f"{task.id}: no patch point yet for this kernel in the stacks we support (tasks with one: {known})")
+    if point_id is not None:
+        chosen = [p for p in candidates if p.id == point_id]
+        if not chosen:
+            raise ApexUserError(f"--point {point_id}: not a patch point of {task.id}; its points are "
+                                f"{', '.join(p.id for p in candidates)}")
+        candidates = chosen
     for point in candidates:
         if point.target_file() is not None:
             return point

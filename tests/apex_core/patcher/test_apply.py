@@ -90,3 +90,10 @@ def test_every_patch_point_has_an_adapter_and_a_model_path():
     from apex_core.patcher.points import ADAPTERS
 
     assert {p.id for p in POINTS} == set(ADAPTERS) == set(MODEL_PATHS)
+
+
+def test_every_adapter_is_valid_python_and_a_point_can_be_chosen_by_name(apex_cli):
+    for point in POINTS:
+        compile(point.adapter("p1-ab12", Path("/site/_apex_patch_p1_ab12.py"), "rms_norm", "t"), point.id, "exec")
+    wrong = apex_cli("patch", "apply", "--task", "llama-3-1-8b-instruct__rms_norm", "--solution", str(GOOD), "--point", "nope")
+    assert wrong.returncode == 2 and "its points are transformers.llama.rms_norm, liger.llama.rms_norm" in wrong.stderr
