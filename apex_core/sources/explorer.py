@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -70,6 +70,16 @@ class CodeRef(BaseModel):
     @property
     def location(self) -> str:
         return f"{self.path}:{self.line}"
+
+
+class Definition(NamedTuple):
+    """Where a kernel or a Python function is defined, as the explorer reads it."""
+
+    path: Path
+    line: int
+    """The ``def`` line of a Python function, the name's line of a C++ kernel."""
+    end_line: int
+    qualified_name: str
 
 
 class GrepResult(BaseModel):
@@ -134,7 +144,7 @@ class SourceExplorer:
             if definition is None:
                 raise ApexUserError(f"{location!r} is neither an indexed file nor a known kernel or function; give PATH, "
                                     "PATH:LINE, PATH:START-END or a name that 'apex source find' knows")
-            path, span = Path(definition.path), _definition_span(definition)
+            path, span = definition.path, _definition_span(definition)
         package = self.package_of(path)
         if package is None:
             raise ApexUserError(f"{path} is outside the indexed sources ({self._indexed_names()}); give a path from "
@@ -186,7 +196,7 @@ class SourceExplorer:
             if launches:
                 return launches  # a C++ function that launches kernels: the index knows what it launches
             raise ApexUserError(f"no indexed kernel or Python function is named {name!r}; try 'apex source find' or 'apex source grep'")
-        path = Path(definition.path)
+        path = definition.path
         if path.suffix != ".py":
             return self._launches_from(definition.qualified_name)
         node = _function_node(path, definition.line)
@@ -287,18 +297,15 @@ class SourceExplorer:
                        version=package.version if package else "", function=function, target=target,
                        target_is_kernel=target_is_kernel, text=text[:LINE_TEXT_LIMIT])
 
-    def _definition(self, name: str) -> SourceSymbol | None:
-        """A kernel by its name, else a Python function by dotted or bare name, as a symbol-like record."""
+    def _definition(self, name: str) -> Definition | None:
+        """A kernel by its name, else a Python function by dotted or bare name."""
         kernels = self.find(name)
         if kernels:
-            return kernels[0]
+            kernel = kernels[0]
+            return Definition(Path(kernel.path), kernel.line, max(kernel.end_line, kernel.line), kernel.qualified_name)
         for path, line, qualified in self._python_definitions(name):
-            package = self.package_of(path)
-            if package is not None:
-                node = _function_node(path, line)
-                return SourceSymbol(name=qualified.rsplit(".", 1)[-1], language="triton", package=package.package,
-                                    version=package.version, module=qualified.rsplit(".", 1)[0], path=str(path), line=line,
-                                    end_line=(node.end_lineno or line) if node is not None else line)
+            if self.package_of(path) is not None:
+                return Definition(path, line, line, qualified)  # a Python definition's end comes from its syntax tree
         return None
 
     def _python_definitions(self, name: str):
@@ -367,21 +374,20 @@ CPP_PREFIX = re.compile(r"^\s*(template\b|__global__|__launch_bounds__|C10_LAUNC
 """Lines that belong to a C++ kernel's head above its name: template, qualifiers, launch bounds."""
 
 
-def _definition_span(symbol: SourceSymbol) -> tuple[int, int]:
+def _definition_span(definition: Definition) -> tuple[int, int]:
     """A definition's lines: decorators included for Python, the template and qualifier lines
     above the name for C++ (the index records a C++ kernel at its name's line)."""
-    path = Path(symbol.path)
-    end = max(symbol.end_line, symbol.line)
+    path, line = definition.path, definition.line
     if path.suffix == ".py":
         for first, last, def_line in _python_spans(path, path.stat().st_mtime_ns).values():
-            if def_line == symbol.line:
+            if def_line == line:
                 return first, last
-        return symbol.line, end
+        return line, definition.end_line
     lines = _read_lines(path)
-    start = symbol.line
-    while start > 1 and symbol.line - start < 8 and CPP_PREFIX.match(lines[start - 2]):
+    start = line
+    while start > 1 and line - start < 8 and CPP_PREFIX.match(lines[start - 2]):
         start -= 1
-    return start, end
+    return start, definition.end_line
 
 
 @lru_cache(maxsize=256)
