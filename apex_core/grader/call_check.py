@@ -14,8 +14,15 @@ from apex_core.kernels import seeded
 from apex_core.tasks.schema import Shape, Task, load_reference
 
 
-def _copy(value: Any) -> Any:
-    return value.clone() if hasattr(value, "clone") else value
+def argument_copy(value: Any) -> Any:
+    """A copy of a tensor or an array argument (anything else as is), so a reference cannot change
+    the inputs a call is then given or compared with."""
+    return value.clone() if hasattr(value, "clone") else value.copy() if hasattr(value, "copy") else value
+
+
+def on_cpu(value: Any) -> Any:
+    """A tensor brought to host memory for comparison; arrays and numbers as they are."""
+    return value.detach().cpu() if hasattr(value, "detach") else value
 
 
 def check_call(task: Task, function: Any, shape: Shape, seed: int, device: str = "cpu", strided: bool = False) -> Comparison:
@@ -24,8 +31,8 @@ def check_call(task: Task, function: Any, shape: Shape, seed: int, device: str =
     make_inputs = load_reference(task.inputs)
     reference = load_reference(task.reference)
     args = seeded.draw(make_inputs, shape, task.dtype, seed, device, task.params, task.strided_args if strided else ())
-    expected = [v.detach().cpu() if hasattr(v, "detach") else v for v in as_output_list(reference(*[_copy(a) for a in args]))]
-    before = [_copy(a).cpu() if hasattr(a, "cpu") else a for a in args]
+    expected = [on_cpu(v) for v in as_output_list(reference(*[argument_copy(a) for a in args]))]
+    before = [argument_copy(a).cpu() if hasattr(a, "cpu") else a for a in args]
     returned = function(*args)
     if task.output_args:
         if returned is not None:

@@ -158,6 +158,7 @@ def verify_in_model(task_id: str, point_id: str, device: str | None, timeout_s: 
 
     import torch
 
+    from apex_core.grader.call_check import argument_copy, on_cpu
     from apex_core.grader.compare import as_output_list, compare_all
     from apex_core.grader.devices import grading_device
     from apex_core.kernels import seeded
@@ -171,7 +172,7 @@ def verify_in_model(task_id: str, point_id: str, device: str | None, timeout_s: 
                   for i, shape in enumerate(task.test_shapes)]
     with tempfile.TemporaryDirectory(prefix="apex-patch-check-") as folder:
         inputs_file, outputs_file = Path(folder) / "inputs.pt", Path(folder) / "outputs.pt"
-        torch.save([tuple(_copy(a) for a in args) for args in input_sets], inputs_file)
+        torch.save([tuple(args) for args in input_sets], inputs_file)
         command = [sys.executable, "-m", "apex_core.patcher.check", "--task", task.id, "--point", point_id,
                    "--inputs", str(inputs_file), "--outputs", str(outputs_file), "--device", chosen]
         try:
@@ -193,20 +194,12 @@ def verify_in_model(task_id: str, point_id: str, device: str | None, timeout_s: 
     if not isinstance(outputs, list) or len(outputs) != len(input_sets):
         return PatchCheck(passed=False, stage="correctness", message="the check returned a wrong number of output sets")
     for index, (args, produced) in enumerate(zip(input_sets, outputs)):
-        expected = [_cpu(v) for v in as_output_list(reference(*[_copy(a) for a in args]))]
-        comparison = compare_all([_cpu(v) for v in produced], expected, task)
+        expected = [on_cpu(v) for v in as_output_list(reference(*[argument_copy(a) for a in args]))]
+        comparison = compare_all([on_cpu(v) for v in produced], expected, task)
         if not comparison.passed:
             return PatchCheck(passed=False, stage="correctness", shapes_checked=index,
                               message=f"shape {task.test_shapes[index]}: {comparison.message}"[:500])
     return PatchCheck(passed=True, stage="correctness", shapes_checked=len(input_sets))
-
-
-def _copy(value: Any) -> Any:
-    return value.clone() if hasattr(value, "clone") else value.copy() if hasattr(value, "copy") else value
-
-
-def _cpu(value: Any) -> Any:
-    return value.detach().cpu() if hasattr(value, "detach") else value
 
 
 def _last_json(stdout: str) -> PatchCheck | None:

@@ -151,10 +151,12 @@ def benchmark_final(spec: WorkloadSpec, runs: int, results_root: Path, *, warmup
         originals, patcheds = [], []
         for index in range(runs):
             report(0.2 + 0.7 * index / runs, f"pair {index + 1}/{runs}")
-            first, second = (original, patched) if index % 2 == 0 else (patched, original)
-            times = {id(first): first.step_seconds(), id(second): second.step_seconds()}
-            originals.append(tokens / times[id(original)])
-            patcheds.append(tokens / times[id(patched)])
+            if index % 2 == 0:  # who goes first alternates, so neither always runs on a warmer machine
+                original_s, patched_s = original.step_seconds(), patched.step_seconds()
+            else:
+                patched_s, original_s = patched.step_seconds(), original.step_seconds()
+            originals.append(tokens / original_s)
+            patcheds.append(tokens / patched_s)
         after = tokens / original.step_seconds()
     finally:
         for worker in workers:
