@@ -20,7 +20,10 @@ def test_only_the_fast_unchanged_solution_is_integrated(apex_cli, tmp_path):
     gradings.mkdir()
     fast, slow, edited = tmp_path / "fast.py", tmp_path / "slow.py", tmp_path / "edited.py"
     shutil.copyfile(CANNED, fast)
-    shutil.copyfile(BASELINE, slow)
+    # Clearly slower than the baseline: a bare copy of it sits at 1.0x, where the grader's noise on a
+    # busy machine once credited it 1.05x with an interval above 1.0 (see the issue note).
+    slow.write_text(BASELINE.read_text() + "\n\n_baseline = rms_norm\n\n\ndef rms_norm(x, weight, eps):\n"
+                    "    _baseline(x, weight, eps)\n    return _baseline(x, weight, eps)\n")
     shutil.copyfile(CANNED, edited)
     for name, path in (("fast", fast), ("slow", slow), ("edited", edited)):
         graded = apex_cli("grade", "--task", TASK, "--solution", str(path), "--json")
@@ -35,7 +38,7 @@ def test_only_the_fast_unchanged_solution_is_integrated(apex_cli, tmp_path):
         verdicts = {Path(c["solution"]).name: c for c in report["candidates"]}
         assert set(verdicts) == {"fast.py", "slow.py", "edited.py"}
         assert verdicts["fast.py"]["eligible"], verdicts["fast.py"]
-        slow_reason = verdicts["slow.py"]["why_not"]  # the baseline itself: about 1.0x, noise either side
+        slow_reason = verdicts["slow.py"]["why_not"]  # the baseline's work done twice: about 0.5x
         assert not verdicts["slow.py"]["eligible"] and ("below 1.05x" in slow_reason or "lower bound" in slow_reason), slow_reason
         assert "changed since it was graded" in verdicts["edited.py"]["why_not"]
         assert [w["solution"] for w in report["winners"]] == [str(fast)]
