@@ -33,6 +33,15 @@ mcp = create_server(
 RESULTS_ROOT = Path("results")
 
 
+WorkloadField = Annotated[str | None, Field(
+    min_length=2, max_length=64, description="The workload the patches are for, e.g. llama-3-1-8b-instruct: the points of "
+                                             "its kernel stack (as its last benchmark ran it, e.g. Liger's) are used.")]
+
+
+def _kernel_stacks(workload: str | None) -> tuple[str, ...]:
+    return as_first_benchmarked(workload, RESULTS_ROOT, None)[0].kernels if workload else ()
+
+
 class PatchStatus(BaseModel):
     patched: bool
     journal: Journal | None = Field(description="the live journal: each patch's task, solution, state and files")
@@ -49,12 +58,14 @@ async def apply_patch(
     ctx: Context,
     task_id: Annotated[str, Field(min_length=3, max_length=128, description="The task, e.g. cpu-mini__rms_norm.")],
     solution_path: Annotated[str, Field(min_length=1, max_length=4096, description="The solution file you graded.")],
+    workload: WorkloadField = None,
 ) -> AppliedPatch:
     """Patch one graded solution into the installed stack and check it inside the model; a patch that
     breaks the import, is wrong in the model or crashes it is rolled back (applied is false, reason says why).
     Use it after grade_solution credited a speedup, before run_final_benchmark."""
     return await in_thread_with_progress(
-        ctx, lambda progress: apply_solutions([(task_id, Path(solution_path))], RESULTS_ROOT, progress=progress)[0])
+        ctx, lambda progress: apply_solutions([(task_id, Path(solution_path))], RESULTS_ROOT,
+                                              kernel_stacks=_kernel_stacks(workload), progress=progress)[0])
 
 
 @mcp.tool
@@ -63,10 +74,12 @@ async def integrate_winners(
     ctx: Context,
     results_dir: Annotated[str, Field(min_length=1, max_length=4096, description="Folder of grade results (apex grade --json files).")],
     min_speedup: Annotated[float, Field(gt=0, le=100, description="Credited speedup a winner needs.")] = 1.05,
+    workload: WorkloadField = None,
 ) -> IntegrationReport:
     """Patch in the winners among graded solutions (correct, unflagged, speedup >= min_speedup with its interval
     above 1.0, unchanged since graded), each checked inside the model. Use it when several tasks were graded."""
-    return await in_thread_with_progress(ctx, lambda progress: integrate(Path(results_dir), min_speedup, progress=progress))
+    return await in_thread_with_progress(ctx, lambda progress: integrate(Path(results_dir), min_speedup,
+                                                                         kernel_stacks=_kernel_stacks(workload), progress=progress))
 
 
 @mcp.tool(annotations=READ_ONLY)

@@ -17,6 +17,19 @@ app = typer.Typer(help="Show or undo the patches applied to this Python environm
                   rich_markup_mode=None)
 
 
+WorkloadOption = Annotated[Optional[str], typer.Option(
+    "--workload", help="The workload the patches are for: the points of its kernel stack (as its last 'apex benchmark' "
+                       "ran it, e.g. with --kernels liger) are used; default: transformers' own modules.")]
+
+
+def _kernel_stacks(workload: str | None, results_dir: Path) -> tuple[str, ...]:
+    if workload is None:
+        return ()
+    from apex_core.patcher.final import as_first_benchmarked
+
+    return as_first_benchmarked(workload, results_dir, None)[0].kernels
+
+
 def register(main_app: typer.Typer) -> None:
     main_app.add_typer(app, name="patch")
     main_app.command("benchmark-final")(benchmark_final_command)
@@ -26,13 +39,15 @@ def register(main_app: typer.Typer) -> None:
 def integrate_command(
     results: Annotated[Path, typer.Option("--results", help="Folder of grade results (apex grade --json files), searched recursively.")] = Path("results"),
     min_speedup: Annotated[float, typer.Option(help="Credited speedup a winner needs (its interval's lower bound must also exceed 1.0).")] = 1.05,
+    workload: WorkloadOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Patch the winners among graded solutions into the installed stack, each checked inside the model."""
     from apex_core.patcher.integrate import integrate
 
+    stacks = _kernel_stacks(workload, results)
     with progress_reporter("integrate") as progress:
-        report = integrate(results, min_speedup, progress=progress)
+        report = integrate(results, min_speedup, kernel_stacks=stacks, progress=progress)
     if as_json:
         print_json(report.model_dump(mode="json"))
         return
@@ -65,6 +80,10 @@ def benchmark_final_command(
     console.print(f"{result.workload.id}: {result.verdict}", highlight=False)
     console.print(f"original tokens/s {', '.join(f'{v:,.0f}' for v in result.original_tokens_per_s)}", highlight=False)
     console.print(f"patched  tokens/s {', '.join(f'{v:,.0f}' for v in result.patched_tokens_per_s)}", highlight=False)
+    for left_out in result.excluded:
+        console.print(f"left out {left_out['task_id']}: {left_out['reason']}", highlight=False)
+    console.print(f"model reward {result.model_reward:.3f} ({result.reward_note})" if result.model_reward is not None
+                  else f"model reward: none ({result.reward_note})", highlight=False)
     console.print(f"drift of the original over the session {result.drift:+.1%}" + ("  DRIFT" if result.drift_flagged else "")
                   + f"; {result.results_dir}/final.json; patches restored", highlight=False)
 
@@ -77,6 +96,7 @@ def apply_command(
     device: Annotated[Optional[str], typer.Option(help="Device for the check inside the model (default: the task's).")] = None,
     point: Annotated[Optional[str], typer.Option("--point", help="Which patch point, e.g. liger.llama.rms_norm for a workload run "
                                                  "with --kernels liger (default: the first installed; docs/patching.md).")] = None,
+    workload: WorkloadOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Patch a solution into the installed stack and check it inside the model; rolled back alone if the check fails.
@@ -85,7 +105,8 @@ def apply_command(
     from apex_core.patcher.apply import apply_solutions
 
     with progress_reporter("patch") as progress:
-        (result,) = apply_solutions([(task, solution)], results_dir, device=device, point_id=point, progress=progress)
+        (result,) = apply_solutions([(task, solution)], results_dir, device=device, points={task: point} if point else None,
+                                     kernel_stacks=_kernel_stacks(workload, results_dir), progress=progress)
     if as_json:
         print_json(result.model_dump(mode="json"))
     elif result.applied:

@@ -58,6 +58,11 @@ def hip_source_for_cuda(text: str, source_name: str) -> str:
     return f'#include <hip/hip_runtime.h>\n#line 1 "{source_name}"\n{text}'
 
 
+def extension_name(source: Path) -> str:
+    """The module name ``source`` is built as (its library is ``<build_dir>/<name>.so``)."""
+    return "apex_solution_" + hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+
+
 def build_extension(source: Path, build_dir: Path) -> ModuleType:
     """Compile ``source`` and import it; ToolchainMissing if this machine cannot build that kind."""
     import torch
@@ -66,7 +71,7 @@ def build_extension(source: Path, build_dir: Path) -> ModuleType:
     if source.suffix in (".cu", ".hip") and not (torch.version.cuda or torch.version.hip):
         raise ToolchainMissing(f"this torch build has neither CUDA nor ROCm, so {source.suffix} solutions cannot be compiled here")
     build_dir.mkdir(parents=True, exist_ok=True)
-    name = "apex_solution_" + hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    name = extension_name(source)
     include_paths: list[str] = []
     compiled = source
     if source.suffix == ".hip" and not torch.version.hip:

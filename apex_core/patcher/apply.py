@@ -1,20 +1,23 @@
 """``apex patch apply``: put graded solutions into the installed stack, each checked in the model.
 
 For each (task, solution): the task's patch point on this machine; the solution copied beside
-the target module and the adapter appended to it, both under the journal; then, in a child
-process, the patched module imported and the task's test shapes run through the model's own
+the target module (a HIP/CUDA/C++ solution first built, in a child process, into the shared
+library that is copied instead) and the adapter appended to it, both under the journal; then, in
+a child process, the patched module imported and the task's test shapes run through the model's own
 module against the reference. A patch whose import, call path or outputs fail, or that crashes
 or hangs the child, is rolled back alone with the reason; the others stay applied.
 """
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from apex_core.errors import ApexUserError
 from apex_core.patcher.check import PatchCheck, verify_in_model
+from apex_core.patcher.library import build_library
 from apex_core.patcher.patcher import Patcher
 from apex_core.patcher.points import point_for
 from apex_core.progress import Progress, reporter
@@ -35,9 +38,12 @@ class AppliedPatch(BaseModel):
 
 
 def apply_solutions(pairs: list[tuple[str, Path]], results_root: Path, *, cache_dir: Path | None = None,
-                    check_timeout_s: float = CHECK_TIMEOUT_S, device: str | None = None, point_id: str | None = None,
-                    progress: Progress | None = None) -> list[AppliedPatch]:
-    """Patch each solution in, check it inside the model, keep it or roll it back alone."""
+                    check_timeout_s: float = CHECK_TIMEOUT_S, device: str | None = None, points: dict[str, str] | None = None,
+                    kernel_stacks: tuple[str, ...] = (), progress: Progress | None = None) -> list[AppliedPatch]:
+    """Patch each solution in, check it inside the model, keep it or roll it back alone.
+    ``points``: task id -> the patch point to use; other tasks get the first installed point,
+    those of ``kernel_stacks`` (the workload's ``--kernels``) first."""
+    from apex_core.grader.native import COMPILED_SUFFIXES
     from apex_core.tasks import get_task
 
     report = reporter(progress)
@@ -47,30 +53,45 @@ def apply_solutions(pairs: list[tuple[str, Path]], results_root: Path, *, cache_
         path = Path(solution).expanduser().resolve()
         if not path.is_file():
             raise ApexUserError(f"--solution {solution}: no such file; give the solution you graded, e.g. output/{task_id}/solution.py")
-        if path.suffix != ".py":
-            raise ApexUserError(f"--solution {solution}: only Python/Triton solutions can be patched in yet; a {path.suffix} "
-                                "solution needs the HIP/CUDA adapter (issue 17, not built)")
-        prepared.append((task, path, point_for(task, point_id)))
+        expected = Path(task.solution_filename).suffix
+        if path.suffix != expected and not (path.suffix in COMPILED_SUFFIXES and expected in COMPILED_SUFFIXES):
+            raise ApexUserError(f"--solution {solution}: {task.id} takes a {expected} solution ({task.solution_filename}), "
+                                f"not a {path.suffix} file")
+        prepared.append((task, path, point_for(task, (points or {}).get(task.id), kernel_stacks)))
     results: list[AppliedPatch] = []
     with Patcher(results_root, cache_dir=cache_dir) as patcher:
         for index, (task, path, point) in enumerate(prepared):
             report(index / len(prepared), f"patching {task.id} at {point.id}")
             target = point.target_file()
             assert target is not None  # point_for checked it
-            patch_id = patcher.begin(task_id=task.id, solution=str(path))
-            copy = target.parent / f"_apex_patch_{patch_id.replace('-', '_')}.py"
-            adapter = point.adapter(patch_id, copy, task.entry_point, task.id)
-            patcher.replace(patch_id, {copy: path.read_bytes(), target: target.read_bytes() + adapter.encode()})
-            report((index + 0.5) / len(prepared), f"checking {task.id} inside the model")
-            check = verify_in_model(task.id, point.id, device, check_timeout_s)
-            if check.passed:
-                patcher.commit(patch_id, note=f"{point.description}; {check.shapes_checked} test shapes passed in the model")
-                results.append(AppliedPatch(patch_id=patch_id, task_id=task.id, solution=str(path), point=point.id,
-                                            target=str(target), applied=True, check=check))
+            patch_id = patcher.begin(task_id=task.id, solution=str(path), point=point.id)
+            outcome = AppliedPatch(patch_id=patch_id, task_id=task.id, solution=str(path), point=point.id, target=str(target),
+                                   applied=False, check=PatchCheck(passed=False, stage="build"))
+            stem = target.parent / f"_apex_patch_{patch_id.replace('-', '_')}"
+            if path.suffix in COMPILED_SUFFIXES:
+                report((index + 0.2) / len(prepared), f"building {path.name} into a shared library")
+                with tempfile.TemporaryDirectory(prefix="apex-patch-build-") as build_dir:
+                    built = build_library(path, Path(build_dir))
+                    payload = Path(built.library).read_bytes() if built.ok else b""
+                if not built.ok:
+                    outcome.check.message, outcome.reason = built.message, f"build failed: {built.message}"
+                    patcher.roll_back(patch_id, outcome.reason)
+                    results.append(outcome)
+                    continue
+                copy = stem.with_suffix(".so")
+                adapter = point.adapter(patch_id, copy, task.entry_point, task.id, library_module=built.module_name)
             else:
-                reason = f"{check.stage} check failed: {check.message}"
-                patcher.roll_back(patch_id, reason)
-                results.append(AppliedPatch(patch_id=patch_id, task_id=task.id, solution=str(path), point=point.id,
-                                            target=str(target), applied=False, check=check, reason=reason))
+                copy, payload = stem.with_suffix(".py"), path.read_bytes()
+                adapter = point.adapter(patch_id, copy, task.entry_point, task.id)
+            patcher.replace(patch_id, {copy: payload, target: target.read_bytes() + adapter.encode()})
+            report((index + 0.5) / len(prepared), f"checking {task.id} inside the model")
+            outcome.check = verify_in_model(task.id, point.id, device, check_timeout_s)
+            if outcome.check.passed:
+                patcher.commit(patch_id, note=f"{point.description}; {outcome.check.shapes_checked} test shapes passed in the model")
+                outcome.applied = True
+            else:
+                outcome.reason = f"{outcome.check.stage} check failed: {outcome.check.message}"
+                patcher.roll_back(patch_id, outcome.reason)
+            results.append(outcome)
     report(1.0, f"{sum(r.applied for r in results)} of {len(results)} patch(es) applied")
     return results

@@ -15,12 +15,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
 
-from apex_core.tasks.schema import Task
+from apex_core.tasks.schema import Shape, Task
 
 SEED_BASE = 7000
 
@@ -28,67 +27,17 @@ SEED_BASE = 7000
 class PatchCheck(BaseModel):
     passed: bool
     stage: str
-    """import, path or correctness: where it stopped."""
+    """build, import, path or correctness: where it stopped."""
     message: str = ""
     shapes_checked: int = 0
 
 
-def _cpu_mini_rms_norm(module: Any, task: Task, device: str) -> Callable[..., Any]:
-    import torch
-
-    from apex_core.workloads import cpu_mini
-
-    function = cpu_mini.rms_norm_implementation()
-    if not getattr(function, "__module__", "").startswith("apex_patch_"):
-        raise LookupError(f"cpu-mini's norms still call {cpu_mini.label(function)}, not the patched solution")
-    norm_class = cpu_mini.task_norm_class()
-
-    def through_the_model(x: Any, weight: Any, eps: float) -> Any:
-        norm = norm_class(x.shape[-1], eps=eps)
-        with torch.no_grad():
-            norm.weight.copy_(torch.from_numpy(weight))
-            return norm(torch.from_numpy(x)).numpy()
-
-    return through_the_model
-
-
-def _transformers_llama_rms_norm(module: Any, task: Task, device: str) -> Callable[..., Any]:
-    import torch
-
-    norm_class = module.LlamaRMSNorm
-    if not hasattr(norm_class.forward, "__apex_solution__"):
-        raise LookupError("LlamaRMSNorm.forward is not the patched adapter")
-
-    def through_the_model(x: Any, weight: Any, eps: float) -> Any:
-        norm = norm_class(x.shape[-1], eps=eps).to(device=x.device, dtype=x.dtype)
-        with torch.no_grad():
-            norm.weight.copy_(weight)
-            return norm(x.unsqueeze(0)).squeeze(0)  # as the model calls it: (batch, tokens, hidden)
-
-    return through_the_model
-
-
-def _liger_llama_rms_norm(module: Any, task: Task, device: str) -> Callable[..., Any]:
-    import torch
-
-    norm_class = module.LigerRMSNorm
-    if not hasattr(norm_class.forward, "__apex_solution__"):
-        raise LookupError("LigerRMSNorm.forward is not the patched adapter")
-
-    def through_the_model(x: Any, weight: Any, eps: float) -> Any:
-        norm = norm_class(x.shape[-1], eps=eps).to(device=x.device, dtype=x.dtype)  # Llama's: offset 0, casting "llama"
-        with torch.no_grad():
-            norm.weight.copy_(weight)
-            return norm(x.unsqueeze(0)).squeeze(0)
-
-    return through_the_model
-
-
-MODEL_PATHS: dict[str, Callable[[Any, Task, str], Callable[..., Any]]] = {
-    "cpu-mini.rms_norm": _cpu_mini_rms_norm,
-    "transformers.llama.rms_norm": _transformers_llama_rms_norm,
-    "liger.llama.rms_norm": _liger_llama_rms_norm,
-}
+def check_shapes(task: Task, device: str) -> list[Shape]:
+    """The task's test shapes; for a GPU task checked on the CPU (Triton's interpreter), its CPU
+    shapes, which run the same code paths at sizes the interpreter finishes."""
+    if device == "cpu" and task.array_library == "torch" and task.cpu_shapes:
+        return list(task.cpu_shapes)
+    return list(task.test_shapes)
 
 
 def run_model_path(point_id: str, task_id: str, inputs_file: str, outputs_file: str, device: str) -> PatchCheck:
@@ -97,17 +46,17 @@ def run_model_path(point_id: str, task_id: str, inputs_file: str, outputs_file: 
     import torch
 
     from apex_core.grader.compare import as_output_list
-    from apex_core.patcher.points import POINTS
+    from apex_core.patcher.points import get_point
     from apex_core.tasks import get_task
 
     task = get_task(task_id)
-    point = next(p for p in POINTS if p.id == point_id)
+    point = get_point(point_id)
     try:
         module = importlib.import_module(point.module)
     except BaseException as error:  # noqa: BLE001 - the solution's import may raise anything
         return PatchCheck(passed=False, stage="import", message=f"{type(error).__name__}: {error}"[:500])
     try:
-        function = MODEL_PATHS[point.id](module, task, device)
+        function = point.model_path(module, task, device)
     except LookupError as error:
         return PatchCheck(passed=False, stage="path", message=str(error))
     outputs = []
@@ -168,8 +117,9 @@ def verify_in_model(task_id: str, point_id: str, device: str | None, timeout_s: 
     task = get_task(task_id)
     chosen = grading_device(task, device)
     make_inputs, reference = load_reference(task.inputs), load_reference(task.reference)
+    shapes = check_shapes(task, chosen)
     input_sets = [seeded.draw(make_inputs, shape, task.dtype, SEED_BASE + i, chosen, task.params, ())
-                  for i, shape in enumerate(task.test_shapes)]
+                  for i, shape in enumerate(shapes)]
     with tempfile.TemporaryDirectory(prefix="apex-patch-check-") as folder:
         inputs_file, outputs_file = Path(folder) / "inputs.pt", Path(folder) / "outputs.pt"
         torch.save([tuple(args) for args in input_sets], inputs_file)
@@ -198,7 +148,7 @@ def verify_in_model(task_id: str, point_id: str, device: str | None, timeout_s: 
         comparison = compare_all([on_cpu(v) for v in produced], expected, task)
         if not comparison.passed:
             return PatchCheck(passed=False, stage="correctness", shapes_checked=index,
-                              message=f"shape {task.test_shapes[index]}: {comparison.message}"[:500])
+                              message=f"shape {shapes[index]}: {comparison.message}"[:500])
     return PatchCheck(passed=True, stage="correctness", shapes_checked=len(input_sets))
 
 

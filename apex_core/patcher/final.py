@@ -8,7 +8,10 @@ patches are written (it keeps the original code it imported) and one after; thei
 alternate, timed by this process's clock, and each pair gives a ratio. The improvement is the
 median ratio; its 95% interval comes from a bootstrap over the pairs, and the change is
 significant when the interval excludes 1.0. An unpatched run before and after the pairs measures
-drift. A smoke pair first: a patched model slower than half the original stops the run.
+drift. A smoke pair first: a patched model slower than half the original is bisected to the
+patch that makes it so, which is left out (and reported) before the rest is measured. The model
+reward (``apex_core.score.model_reward``) takes the patches' kernel scores from their gradings
+under the results folder and the median ratio for tokens/s after over before.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -28,6 +32,7 @@ from apex_core.errors import ApexUserError
 from apex_core.patcher.apply import apply_solutions
 from apex_core.patcher.patcher import restore, status
 from apex_core.progress import Progress, reporter
+from apex_core.score import model_reward
 from apex_core.workloads.spec import WorkloadSpec
 
 FINAL_FILE = "final.json"
@@ -40,6 +45,8 @@ class FinalBenchmark(BaseModel):
     run_id: str
     workload: WorkloadSpec
     patches: list[dict[str, str]] = Field(description="task_id and solution of each patch measured")
+    excluded: list[dict[str, str]] = Field(default_factory=list,
+                                           description="patches left out: the smoke run found the model badly slow with them")
     runs: int
     original_tokens_per_s: list[float]
     patched_tokens_per_s: list[float]
@@ -51,6 +58,9 @@ class FinalBenchmark(BaseModel):
     drift: float = Field(description="unpatched tokens/s after the pairs over before, minus 1")
     drift_flagged: bool
     verdict: str
+    kernel_score: float | None = Field(description="mean normalized kernel score of the patches, from their gradings")
+    model_reward: float | None = Field(description="0.7 x kernel_score + 0.3 x (median_ratio - 1); None without gradings")
+    reward_note: str
     results_dir: str
     created_at: str
 
@@ -114,6 +124,49 @@ def bootstrap_median_interval(ratios: list[float], samples: int = BOOTSTRAP_SAMP
     return float(low), float(high)
 
 
+class _Patch(BaseModel):
+    task_id: str
+    solution: str
+    point: str | None = None
+
+
+def _reapply(patches: list[_Patch], results_root: Path) -> None:
+    """The environment holding exactly ``patches`` (each at the point it was applied at)."""
+    restore()
+    applied = apply_solutions([(p.task_id, Path(p.solution)) for p in patches], results_root,
+                              points={p.task_id: p.point for p in patches if p.point})
+    failed = [r for r in applied if not r.applied]
+    if failed:
+        raise ApexUserError(f"{failed[0].task_id} no longer passes inside the model ({failed[0].reason}); nothing was measured")
+
+
+def _tokens_per_s(worker: _Worker, tokens: int) -> float:
+    return tokens / worker.step_seconds()
+
+
+def _badly_slow(original: _Worker, patched: _Worker, tokens: int) -> tuple[bool, float, float]:
+    before, after = _tokens_per_s(original, tokens), _tokens_per_s(patched, tokens)
+    return after < SMOKE_FLOOR * before, before, after
+
+
+def _find_the_slow_patch(suspects: list[_Patch], spec: WorkloadSpec, original: _Worker, tokens: int, results_root: Path,
+                         report: Callable[[float, str], None]) -> _Patch:
+    """Bisect ``suspects`` (together badly slow) down to one: each half is patched alone and
+    stepped against the original. Assumes one patch is the cause; where only a combination is
+    slow, the patch it ends on is one of that combination."""
+    while len(suspects) > 1:
+        half = suspects[: len(suspects) // 2]
+        report(0.15, f"bisecting: {len(suspects)} suspects, trying {', '.join(p.task_id for p in half)}")
+        _reapply(half, results_root)
+        probe = _Worker(spec)
+        try:
+            slow, _, _ = _badly_slow(original, probe, tokens)
+        finally:
+            probe.close()
+        suspects = half if slow else suspects[len(half):]
+    return suspects[0]
+
+
 def benchmark_final(spec: WorkloadSpec, runs: int, results_root: Path, *, warmup: int = 2,
                     progress: Progress | None = None) -> FinalBenchmark:
     """Measure ``spec`` with and without this environment's applied patches, then restore."""
@@ -124,30 +177,38 @@ def benchmark_final(spec: WorkloadSpec, runs: int, results_root: Path, *, warmup
     applied = [p for p in (journal.active() if journal else []) if p.state == "applied"]
     if not applied:
         raise ApexUserError("nothing is patched in this environment: apply the winners first (apex patch apply or apex integrate)")
-    pairs = [(p.task_id or "", Path(p.solution or "")) for p in applied]
+    patches = [_Patch(task_id=p.task_id or "", solution=p.solution or "", point=p.point) for p in applied]
     spec = spec.resolved()
     tokens = spec.batch * (spec.prompt_tokens + spec.decode_tokens)
+    excluded: list[dict[str, str]] = []
     report(0.0, f"unpatching to start the original {spec.id}")
     restore()
     workers: list[_Worker] = []
     try:
         original = _Worker(spec)
         workers.append(original)
-        report(0.1, f"patching {len(pairs)} solution(s) back in")
-        reapplied = apply_solutions(pairs, results_root)
-        failed = [r for r in reapplied if not r.applied]
-        if failed:
-            raise ApexUserError(f"{failed[0].task_id} no longer passes inside the model ({failed[0].reason}); nothing was measured")
-        patched = _Worker(spec)
-        workers.append(patched)
         for _ in range(warmup):
             original.step_seconds()
-            patched.step_seconds()
-        before = tokens / original.step_seconds()
-        smoke = tokens / patched.step_seconds()
-        if smoke < SMOKE_FLOOR * before:
-            raise ApexUserError(f"the patched model runs at {smoke:,.0f} tokens/s, under half the original's {before:,.0f}: "
-                                f"one of the patches ({', '.join(t for t, _ in pairs)}) is badly slow; apply them one at a time")
+        while True:
+            report(0.1, f"patching {len(patches)} solution(s) back in")
+            _reapply(patches, results_root)
+            patched = _Worker(spec)
+            workers.append(patched)
+            for _ in range(warmup):
+                patched.step_seconds()
+            slow, before, smoke = _badly_slow(original, patched, tokens)
+            if not slow:
+                break
+            if len(patches) == 1:
+                raise ApexUserError(f"the patched model runs at {smoke:,.0f} tokens/s, under half the original's {before:,.0f}: "
+                                    f"the patch of {patches[0].task_id} is badly slow inside the model; nothing was measured")
+            workers.remove(patched)
+            patched.close()
+            culprit = _find_the_slow_patch(patches, spec, original, tokens, results_root, report)
+            excluded.append({"task_id": culprit.task_id, "solution": culprit.solution,
+                             "reason": f"with every patch the model ran at {smoke:,.0f} tokens/s against the original's "
+                                       f"{before:,.0f} (under half); bisection found this patch"})
+            patches = [p for p in patches if p != culprit]
         originals, patcheds = [], []
         for index in range(runs):
             report(0.2 + 0.7 * index / runs, f"pair {index + 1}/{runs}")
@@ -157,7 +218,7 @@ def benchmark_final(spec: WorkloadSpec, runs: int, results_root: Path, *, warmup
                 patched_s, original_s = patched.step_seconds(), original.step_seconds()
             originals.append(tokens / original_s)
             patcheds.append(tokens / patched_s)
-        after = tokens / original.step_seconds()
+        after = _tokens_per_s(original, tokens)
     finally:
         for worker in workers:
             worker.close()
@@ -170,14 +231,17 @@ def benchmark_final(spec: WorkloadSpec, runs: int, results_root: Path, *, warmup
     verdict = (f"{'faster' if median_ratio > 1 else 'slower'} by {abs(median_ratio - 1):.1%} (95% interval "
                f"{low:.3f}-{high:.3f}x)" if significant else
                f"no significant change: median ratio {median_ratio:.3f}x, 95% interval {low:.3f}-{high:.3f}x includes 1.0")
+    kernel_score, reward_note = integrated_kernel_score(patches, results_root)
+    reward = model_reward(kernel_score, 1.0, median_ratio) if kernel_score is not None else None
     created = dt.datetime.now(dt.timezone.utc)
     run_id = f"{created.strftime('%Y%m%d-%H%M%S')}-{spec.id}-final-{secrets.token_hex(3)}"
     folder = results_root / run_id
     result = FinalBenchmark(
-        run_id=run_id, workload=spec, patches=[{"task_id": t, "solution": str(s)} for t, s in pairs], runs=runs,
-        original_tokens_per_s=originals, patched_tokens_per_s=patcheds, ratios=ratios, median_ratio=median_ratio,
-        interval=(low, high), significant=significant, improvement=median_ratio - 1, drift=drift,
-        drift_flagged=abs(drift) > DRIFT_THRESHOLD, verdict=verdict, results_dir=str(folder), created_at=created.isoformat(),
+        run_id=run_id, workload=spec, patches=[{"task_id": p.task_id, "solution": p.solution} for p in patches],
+        excluded=excluded, runs=runs, original_tokens_per_s=originals, patched_tokens_per_s=patcheds, ratios=ratios,
+        median_ratio=median_ratio, interval=(low, high), significant=significant, improvement=median_ratio - 1, drift=drift,
+        drift_flagged=abs(drift) > DRIFT_THRESHOLD, verdict=verdict, kernel_score=kernel_score, model_reward=reward,
+        reward_note=reward_note, results_dir=str(folder), created_at=created.isoformat(),
     )
     folder.mkdir(parents=True, exist_ok=True)
     (folder / FINAL_FILE).write_text(json.dumps(result.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
@@ -185,3 +249,24 @@ def benchmark_final(spec: WorkloadSpec, runs: int, results_root: Path, *, warmup
     return result
 
 
+def integrated_kernel_score(patches: list[_Patch], results_root: Path) -> tuple[float | None, str]:
+    """The mean normalized kernel score of the measured patches, each from its grading under
+    ``results_root`` (the same file, by sha256), and a note on how it was found."""
+    from apex_core.grader.solution_file import file_hash
+    from apex_core.patcher.integrate import find_gradings
+
+    gradings = find_gradings(results_root) if results_root.exists() else []
+    scores, missing = [], []
+    for patch in patches:
+        path = Path(patch.solution)
+        digest = file_hash(path) if path.is_file() else None
+        matching = [r for r, _ in gradings if r.task_id == patch.task_id and r.provenance.solution_hash == digest]
+        if matching:
+            scores.append(max(r.score.normalized for r in matching))
+        else:
+            missing.append(patch.task_id)
+    if missing:
+        return None, (f"no grading under {results_root} of the patched file of {', '.join(missing)}: the model reward needs "
+                      "every patch's kernel score (apex grade --json > FILE in that folder)")
+    return statistics.fmean(scores), (f"0.7 x mean normalized kernel score of {len(scores)} patch(es) + 0.3 x (median "
+                                      "tokens/s ratio - 1)")

@@ -84,7 +84,9 @@ class IntegrationReport(BaseModel):
 
 
 def integrate(results: Path, min_speedup: float = INTEGRATION_THRESHOLD, *, patch_results_root: Path | None = None,
-              progress: Progress | None = None) -> IntegrationReport:
+              kernel_stacks: tuple[str, ...] = (), progress: Progress | None = None) -> IntegrationReport:
+    """Patch in the winners of the gradings under ``results``; ``kernel_stacks``: the workload's
+    ``--kernels``, whose points are used where the task has one."""
     if not min_speedup > 0:
         raise ApexUserError(f"--min-speedup {min_speedup:g}: give a speedup above 0, e.g. 1.05")
     candidates = [judge(result, path, min_speedup) for result, path in find_gradings(results)]
@@ -95,11 +97,11 @@ def integrate(results: Path, min_speedup: float = INTEGRATION_THRESHOLD, *, patc
     winners = []
     for candidate in sorted(best.values(), key=lambda c: c.task_id):
         try:
-            point_for(get_task(candidate.task_id))
+            point_for(get_task(candidate.task_id), kernel_stacks=kernel_stacks)
         except ApexUserError as error:  # a winner with no patch point here is reported, not fatal
             candidate.eligible, candidate.why_not = False, str(error)
             continue
         winners.append(candidate)
     patches = apply_solutions([(w.task_id, Path(w.solution)) for w in winners], patch_results_root or results,
-                              progress=progress) if winners else []
+                              kernel_stacks=kernel_stacks, progress=progress) if winners else []
     return IntegrationReport(candidates=candidates, winners=winners, patches=patches)

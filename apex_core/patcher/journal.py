@@ -40,6 +40,8 @@ class PatchRecord(BaseModel):
     id: str
     task_id: str | None = None
     solution: str | None = None
+    point: str | None = None
+    """The patch point it was applied at (a later re-apply uses the same one)."""
     state: PatchState = "open"
     created_at: str
     note: str | None = Field(default=None, description="why it was rolled back, or what it replaced")

@@ -108,10 +108,10 @@ class Patcher:
 
     # --- patches ------------------------------------------------------------------------------
 
-    def begin(self, *, task_id: str | None = None, solution: str | None = None) -> str:
+    def begin(self, *, task_id: str | None = None, solution: str | None = None, point: str | None = None) -> str:
         journal = self._journal()
         patch_id = f"p{len(journal.patches) + 1}-{secrets.token_hex(2)}"
-        journal.patches.append(jr.PatchRecord(id=patch_id, task_id=task_id, solution=solution, created_at=jr.now()))
+        journal.patches.append(jr.PatchRecord(id=patch_id, task_id=task_id, solution=solution, point=point, created_at=jr.now()))
         jr.write_journal(journal)
         return patch_id
 

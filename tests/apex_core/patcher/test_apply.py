@@ -86,10 +86,9 @@ def test_tasks_without_a_patch_point_and_missing_files_are_one_line_errors(apex_
 
 
 def test_every_patch_point_has_an_adapter_and_a_model_path():
-    from apex_core.patcher.check import MODEL_PATHS
-    from apex_core.patcher.points import ADAPTERS
 
-    assert {p.id for p in POINTS} == set(ADAPTERS) == set(MODEL_PATHS)
+    assert all(callable(p.body) and callable(p.model_path) for p in POINTS)
+    assert len({p.id for p in POINTS}) == len(POINTS)
 
 
 def test_every_adapter_is_valid_python_and_a_point_can_be_chosen_by_name(apex_cli):
