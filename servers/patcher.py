@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from apex_core.patcher import RestoreReport, restore, status
 from apex_core.patcher.apply import AppliedPatch, apply_solutions
 from apex_core.patcher.final import FinalBenchmark, as_first_benchmarked, benchmark_final
+from apex_core.patcher.integrity import unaccounted_changes
 from apex_core.patcher.integrate import IntegrationReport, integrate
 from apex_core.patcher.journal import Journal
 from servers._common import READ_ONLY, create_server, in_thread_with_progress, user_errors_as_tool_errors
@@ -45,6 +46,7 @@ def _kernel_stacks(workload: str | None) -> tuple[str, ...]:
 class PatchStatus(BaseModel):
     patched: bool
     journal: Journal | None = Field(description="the live journal: each patch's task, solution, state and files")
+    unaccounted: list[str] = Field(description="patch-point files changed, or solution copies present, that no journal lists")
 
 
 class Restored(BaseModel):
@@ -88,7 +90,8 @@ async def patch_status() -> PatchStatus:
     """What is patched in this environment: each patch's task, solution, state and replaced files. Use it
     before patching or benchmarking, to know which code the model runs."""
     journal = await anyio.to_thread.run_sync(status)
-    return PatchStatus(patched=bool(journal and journal.active()), journal=journal)
+    unaccounted = await anyio.to_thread.run_sync(unaccounted_changes, journal)
+    return PatchStatus(patched=bool(journal and journal.active()), journal=journal, unaccounted=unaccounted)
 
 
 @mcp.tool

@@ -123,14 +123,19 @@ def apply_command(
 def status_command(as_json: JsonOption = False) -> None:
     """What is patched in this environment: each patch, its task and solution, and the files it replaced."""
     from apex_core.patcher import status
+    from apex_core.patcher.integrity import unaccounted_changes
 
     journal = status()
+    unaccounted = unaccounted_changes(journal)
     if as_json:
         print_json({"patched": bool(journal and journal.active()),
-                    "journal": journal.model_dump(mode="json") if journal else None})
+                    "journal": journal.model_dump(mode="json") if journal else None, "unaccounted": unaccounted})
         return
+    for line in unaccounted:
+        console.print(f"warning: {line}; reinstall the package (pip install --force-reinstall --no-deps NAME) to be sure "
+                      "of what runs", highlight=False)
     if journal is None or not journal.active():
-        console.print("nothing is patched in this environment")
+        console.print("nothing is patched in this environment" + (" by apex's journal" if unaccounted else ""))
         return
     console.print(f"journal: {journal.folder}", highlight=False)
     for record in journal.active():

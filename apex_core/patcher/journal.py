@@ -1,7 +1,8 @@
 """The write-ahead journal: what the patcher is about to change, written before it changes it.
 
 One journal per Python environment (the site-packages a patch may touch), found through a pointer
-in Apex's cache directory so that any later apex command, run from any folder, finds it. The
+kept in the environment (``<sys.prefix>/.apex-patch/``) so that any later apex command, run from
+any folder, by any user, with any APEX_CACHE_DIR, finds it. The
 journal itself lives under the results folder of the run that patched, with a backup copy of
 every file it replaced.
 
@@ -26,7 +27,6 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from apex_core.grader.cache import default_cache_dir
 from apex_core.patcher.files import FileState, atomic_write
 
 JOURNAL_FILE = "journal.json"
@@ -94,9 +94,22 @@ def environment_key() -> str:
     return hashlib.sha256(str(environment_root()).encode()).hexdigest()[:16]
 
 
+STATE_DIR = ".apex-patch"
+STATE_DIR_ENV = "APEX_PATCH_STATE_DIR"
+"""Set only on purpose (tests of toy environments): every command of one environment must agree on it."""
+
+
 def state_dir(cache_dir: Path | None = None) -> Path:
-    """``<cache>/patches/``: this machine's lock files and pointers to live journals."""
-    return (cache_dir or default_cache_dir()) / "patches"
+    """Where the environment's lock and the pointer to its live journal are: ``<sys.prefix>/.apex-patch/``
+    (``<cache_dir>/patches/`` when one is given, as tests of toy environments do).
+
+    In the environment itself, beside (not in) its site-packages, so that every apex command run
+    with this interpreter finds them, whatever its APEX_CACHE_DIR or user: a pointer kept in a
+    cache a later command does not read would leave a patched environment that says it is not."""
+    if cache_dir is not None:
+        return cache_dir / "patches"
+    chosen = os.environ.get(STATE_DIR_ENV)
+    return Path(chosen) if chosen else environment_root() / STATE_DIR
 
 
 def pointer_path(cache_dir: Path | None = None) -> Path:

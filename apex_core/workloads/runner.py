@@ -61,8 +61,10 @@ class Workload(Protocol):
     def close(self) -> None: ...
 
 
-def load(spec: WorkloadSpec) -> Workload:
-    """Build or start a workload (resolved first): ``.model``, ``.spec``, ``.step()``, ``.close()``."""
+def load(spec: WorkloadSpec, patched: list[tuple[str, str]] = ()) -> Workload:
+    """Build or start a workload (resolved first): ``.model``, ``.spec``, ``.step()``, ``.close()``.
+    ``patched``: for a server in a container, the patched files to mount (``serving.load_server``);
+    an embedded workload imports this environment's files as they are."""
     spec = spec.resolved()
     if spec.stack == "transformers":
         from apex_core.workloads.embedded import load_embedded
@@ -70,7 +72,7 @@ def load(spec: WorkloadSpec) -> Workload:
         return load_embedded(spec)
     from apex_core.workloads.serving import load_server
 
-    return load_server(spec)
+    return load_server(spec, patched=patched)
 
 
 def preflight(spec: WorkloadSpec) -> None:

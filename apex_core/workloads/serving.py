@@ -76,13 +76,29 @@ def local_command(spec: WorkloadSpec, model_dir: str, port: int) -> list[str]:
     return launcher + server_args(spec, model_dir, port)
 
 
-def docker_command(spec: WorkloadSpec, image: str, model_dir: str, port: int, name: str, amd: bool) -> list[str]:
+def docker_command(spec: WorkloadSpec, image: str, model_dir: str, port: int, name: str, amd: bool,
+                   patched: list[tuple[str, str]] = ()) -> list[str]:
+    """``patched``: (host file, its path in the container) of each patched file, mounted read-only
+    over the image's own; nothing else of the host's environment enters the container."""
     devices = (["--device=/dev/kfd", "--device=/dev/dri", "--group-add", "video", "--security-opt", "seccomp=unconfined"]
                if amd else ["--gpus", "all"])
     launcher = ["vllm"] if spec.stack == "vllm" else ["python3"]
+    mounts = [arg for host, inside in patched for arg in ("-v", f"{host}:{inside}:ro")]
     return ["docker", "run", "--rm", "--name", name, "--network=host", "--ipc=host", *devices,
-            "-v", f"{model_dir}:{CONTAINER_MODEL_DIR}:ro", image, *launcher,
+            "-v", f"{model_dir}:{CONTAINER_MODEL_DIR}:ro", *mounts, image, *launcher,
             *server_args(spec, CONTAINER_MODEL_DIR, port)]
+
+
+def container_site_packages(image: str) -> str:
+    """The image's site-packages (where its Python imports the stack from), asked of the image."""
+    command = ["docker", "run", "--rm", "--entrypoint", "python3", image, "-c",
+               "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines or not lines[-1].startswith("/"):
+        raise ApexUserError(f"{image}: could not find its site-packages to mount the patched files into "
+                            f"({(done.stderr.strip().splitlines() or ['no output'])[-1]})")
+    return lines[-1]
 
 
 def local_server_installed(stack: str) -> bool:
@@ -371,9 +387,14 @@ def _tail(log: Path | None, lines: int = 20) -> str:
     return "; its log ends:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
 
-def load_server(spec: WorkloadSpec, base_url: str | None = None) -> ServerWorkload:
+def load_server(spec: WorkloadSpec, base_url: str | None = None, patched: list[tuple[str, str]] = ()) -> ServerWorkload:
     """Start the workload's server (local, else Docker) and wait until it answers; or attach to
-    ``base_url`` (``APEX_SERVER_URL``), a server already started with the same model."""
+    ``base_url`` (``APEX_SERVER_URL``), a server already started with the same model.
+
+    ``patched``: (host file, its path relative to site-packages) of each file a patch of this
+    server's stack changed. A local server imports them from this environment as they are; a
+    container gets each mounted over its own copy (the adapters load their solution copies from
+    beside the patched module, so the mounted pair works at any path)."""
     base_url = base_url or os.environ.get("APEX_SERVER_URL")
     if base_url:
         if not health_ok(base_url):
@@ -389,8 +410,10 @@ def load_server(spec: WorkloadSpec, base_url: str | None = None) -> ServerWorklo
         command = local_command(spec, str(model_dir), port)
     else:
         name = f"apex-{spec.stack}-{port}"
-        command = docker_command(spec, spec.docker_image or DEFAULT_IMAGES[spec.stack], str(model_dir), port, name,
-                                 amd=Path("/dev/kfd").exists())
+        image = spec.docker_image or DEFAULT_IMAGES[spec.stack]
+        site = container_site_packages(image) if patched else ""
+        command = docker_command(spec, image, str(model_dir), port, name, amd=Path("/dev/kfd").exists(),
+                                 patched=[(host, f"{site}/{relative}") for host, relative in patched])
         cleanup.append(["docker", "rm", "-f", name])
     with log.open("wb") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)

@@ -29,7 +29,9 @@ module; raises LookupError when the stack's call does not reach the patched solu
 
 PYTHON_LOADER = '''
     import importlib.util as _apex_util
-    _spec = _apex_util.spec_from_file_location({module_name!r}, {copy!r})
+    import os as _apex_os
+    _copy = _apex_os.path.join(_apex_os.path.dirname(__file__), {copy_name!r})
+    _spec = _apex_util.spec_from_file_location({module_name!r}, _copy)
     _module = _apex_util.module_from_spec(_spec)
     _spec.loader.exec_module(_module)
     solution = getattr(_module, {entry!r})
@@ -38,15 +40,20 @@ PYTHON_LOADER = '''
 LIBRARY_LOADER = '''
     import importlib.machinery as _apex_machinery
     import importlib.util as _apex_util
+    import os as _apex_os
     import torch as _apex_torch  # the library links against libtorch, loaded first
-    _loader = _apex_machinery.ExtensionFileLoader({module_name!r}, {copy!r})
-    _spec = _apex_util.spec_from_loader({module_name!r}, _loader, origin={copy!r})
+    _copy = _apex_os.path.join(_apex_os.path.dirname(__file__), {copy_name!r})
+    _loader = _apex_machinery.ExtensionFileLoader({module_name!r}, _copy)
+    _spec = _apex_util.spec_from_loader({module_name!r}, _loader, origin=_copy)
     _module = _apex_util.module_from_spec(_spec)
     _loader.exec_module(_module)
     solution = getattr(_module, {entry!r})
 '''
 """A built extension's init function is named after the module it was built as
-(``PyInit_<module_name>``), so it is loaded under that name whatever its copy is called."""
+(``PyInit_<module_name>``), so it is loaded under that name whatever its copy is called.
+
+Both loaders find the copy beside the module's own file (``__file__``), not at the path it had
+when patched: the same patched files work where they are mounted elsewhere (a container)."""
 
 
 @dataclass(frozen=True)
@@ -86,9 +93,9 @@ class PatchPoint:
         ``library_module``: the copy is a built extension of that module name."""
         name = patch_id.replace("-", "_")
         if library_module is None:
-            loader = PYTHON_LOADER.format(module_name=f"apex_patch_{name}", copy=str(copy), entry=entry)
+            loader = PYTHON_LOADER.format(module_name=f"apex_patch_{name}", copy_name=copy.name, entry=entry)
         else:
-            loader = LIBRARY_LOADER.format(module_name=library_module, copy=str(copy), entry=entry)
+            loader = LIBRARY_LOADER.format(module_name=library_module, copy_name=copy.name, entry=entry)
         return (f"\n\n# --- apex patch {patch_id}: {task_id} (apex patch restore removes this) ---\n"
                 f"def _apex_patch_{name}():\n{self.body(loader)}\n\n_apex_patch_{name}()\n")
 

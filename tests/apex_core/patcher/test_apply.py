@@ -96,3 +96,21 @@ def test_every_adapter_is_valid_python_and_a_point_can_be_chosen_by_name(apex_cl
         compile(point.adapter("p1-ab12", Path("/site/_apex_patch_p1_ab12.py"), "rms_norm", "t"), point.id, "exec")
     wrong = apex_cli("patch", "apply", "--task", "llama-3-1-8b-instruct__rms_norm", "--solution", str(GOOD), "--point", "nope")
     assert wrong.returncode == 2 and "its points are transformers.llama.rms_norm, liger.llama.rms_norm" in wrong.stderr
+
+
+def test_a_patch_whose_journal_is_out_of_reach_is_still_reported_by_status(llama_folder, tmp_path, apex_cli):
+    from apex_core.patcher.integrity import unaccounted_changes
+
+    elsewhere = tmp_path / "other-state"  # a journal this environment's commands cannot find
+    (applied,) = apply_solutions([(TASK, GOOD)], tmp_path / "results", cache_dir=elsewhere)
+    try:
+        assert applied.applied and status() is None
+        found = unaccounted_changes(status())
+        assert any(line.startswith(str(llama_folder / "modeling_llama.py")) and "differs from what its package installed" in line
+                   for line in found), found
+        assert any("_apex_patch_" in line and "solution copy" in line for line in found), found
+        shown = json.loads(apex_cli("patch", "status", "--json").stdout)
+        assert shown["patched"] is False and len(shown["unaccounted"]) == len(found)
+    finally:
+        restore(cache_dir=elsewhere)
+    assert unaccounted_changes(status()) == []

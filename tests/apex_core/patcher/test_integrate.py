@@ -1,11 +1,15 @@
 """``apex integrate`` picks the winners among real gradings (ok, correct, unflagged, confined, fast
-enough with the interval above 1.0, unchanged since graded) and patches only them in."""
+enough with the interval above 1.0, unchanged since graded) and patches only them in; ``apex
+benchmark-final`` then measures the patched cpu-mini against the original and gives the model
+reward from the winner's grading."""
 
 from __future__ import annotations
 
 import json
 import shutil
 from pathlib import Path
+
+import pytest
 
 from apex_core.patcher import restore, status
 
@@ -45,6 +49,13 @@ def test_only_the_fast_unchanged_solution_is_integrated(apex_cli, tmp_path):
         assert [p["applied"] for p in report["patches"]] == [True]
         shown = json.loads(apex_cli("patch", "status", "--json").stdout)
         assert shown["patched"] and shown["journal"]["patches"][0]["solution"] == str(fast)
+        final = apex_cli("benchmark-final", "--workload", "cpu-mini", "--runs", "3", "--results-dir", str(gradings), "--json")
+        assert final.returncode == 0, final.stderr
+        measured = json.loads(final.stdout)
+        assert measured["significant"] and measured["improvement"] > 0.5, measured["verdict"]
+        kernel_score = json.loads((gradings / "fast.json").read_text())[0]["score"]["normalized"]
+        assert measured["kernel_score"] == pytest.approx(kernel_score)
+        assert measured["model_reward"] == pytest.approx(0.7 * kernel_score + 0.3 * (measured["median_ratio"] - 1))
     finally:
         apex_cli("patch", "restore")
     assert json.loads(apex_cli("patch", "status", "--json").stdout)["patched"] is False

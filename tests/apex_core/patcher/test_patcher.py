@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import os
 import py_compile
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import pytest
 from apex_core.errors import ApexUserError
 from apex_core.patcher import Patcher, recover, restore, status
 from apex_core.patcher.faults import FAULT_ENV, POINTS
+from apex_core.patcher.journal import STATE_DIR_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -128,18 +131,49 @@ def test_a_site_packages_owned_by_another_user_is_refused_as_root(site, cache, t
     assert snapshot(site) == before
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only folders; the root case is the foreign-owner test")
-def test_a_read_only_site_packages_is_refused_and_nothing_changes(site, cache, tmp_path):
-    os.chmod(site / "toystack", 0o555)
+READ_ONLY = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from apex_core.errors import ApexUserError
+    from apex_core.patcher import Patcher
+    site, results, state = (Path(a) for a in sys.argv[1:4])
+    with Patcher(results, roots=[site], cache_dir=state) as patcher:
+        patch = patcher.begin()
+        try:
+            patcher.replace(patch, {site / "toystack" / "norm.py": b"y = 2\\n"})
+        except ApexUserError as error:
+            print("refused:", error)
+""")
+
+
+def test_a_read_only_site_packages_is_refused_and_nothing_changes_for_a_user_who_is_not_root(tmp_path):
+    """Root writes read-only folders, so as root the check runs as the unprivileged user nobody."""
+    as_root = os.geteuid() == 0
+    if as_root and not Path("/usr/bin/setpriv").exists():
+        pytest.skip("running as root without setpriv: no unprivileged user to run the check as")
+    top = Path(tempfile.mkdtemp(prefix="apex-readonly-", dir="/tmp" if as_root else None))  # outside root's private tmp
     try:
-        before = snapshot(site)
-        with _patcher(site, cache, tmp_path) as patcher:
-            patch = patcher.begin()
-            with pytest.raises(ApexUserError, match="cannot be written"):
-                patcher.replace(patch, {site / "toystack" / "norm.py": b"y = 2\n"})
-        assert snapshot(site) == before
+        os.chmod(top, 0o755)
+        root = top / "site-packages"
+        (root / "toystack").mkdir(parents=True)
+        (root / "toystack" / "norm.py").write_text("def rms_norm(x):\n    return x\n")
+        for folder in (top / "results", top / "state"):
+            folder.mkdir()
+        if as_root:
+            for path in (top, root, root / "toystack", root / "toystack" / "norm.py", top / "results", top / "state"):
+                os.chown(path, 65534, 65534)
+        os.chmod(root / "toystack", 0o555)
+        before = snapshot(root)
+        prefix = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if as_root else []
+        done = subprocess.run([*prefix, sys.executable, "-c", READ_ONLY, str(root), str(top / "results"), str(top / "state")],
+                              capture_output=True, text=True, timeout=120, check=False, cwd=top,
+                              env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "HOME": str(top)})
+        assert done.returncode == 0, done.stderr[-1500:]
+        assert done.stdout.startswith("refused:") and "cannot be written" in done.stdout, done.stdout
+        assert snapshot(root) == before
     finally:
-        os.chmod(site / "toystack", 0o755)
+        os.chmod(top / "site-packages" / "toystack", 0o755)
+        shutil.rmtree(top, ignore_errors=True)
 
 
 # --- kill -9 at every step ------------------------------------------------------------------------
@@ -175,7 +209,7 @@ def _apex(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def env(cache: Path) -> dict[str, str]:
-    return {**os.environ, "APEX_CACHE_DIR": str(cache),
+    return {**os.environ, "APEX_CACHE_DIR": str(cache), STATE_DIR_ENV: str(cache / "patches"),
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -165,3 +166,23 @@ def test_attaching_to_a_server_that_does_not_answer_is_a_user_error():
     spec = customize(get_workload("llama-3-1-8b-instruct-vllm"), device="cuda").resolved()
     with pytest.raises(ApexUserError, match="no server answers"):
         serving.load_server(spec, base_url="http://127.0.0.1:9")
+
+
+def test_a_container_gets_each_patched_file_mounted_read_only_over_the_images_own(tmp_path, monkeypatch):
+    spec = customize(get_workload("llama-3-1-8b-instruct-vllm"), device="cuda").resolved()
+    patched = [("/env/site/vllm/layers/norm.py", "/usr/lib/python3/site/vllm/layers/norm.py"),
+               ("/env/site/vllm/layers/_apex_patch_p1_ab12.py", "/usr/lib/python3/site/vllm/layers/_apex_patch_p1_ab12.py")]
+    docker = serving.docker_command(spec, "img", "/m", 1, "n", amd=False, patched=patched)
+    image = docker.index("img")
+    for host, inside in patched:
+        mount = docker.index(f"{host}:{inside}:ro")
+        assert docker[mount - 1] == "-v" and mount < image
+    # The image is asked where its site-packages are (docker itself is the edge: a recorded answer).
+    fake = tmp_path / "docker"
+    fake.write_text("#!/bin/sh\necho /usr/local/lib/python3.12/dist-packages\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert serving.container_site_packages("rocm/vllm:latest") == "/usr/local/lib/python3.12/dist-packages"
+    fake.write_text("#!/bin/sh\necho 'Unable to find image' >&2\nexit 125\n")
+    with pytest.raises(ApexUserError, match="could not find its site-packages"):
+        serving.container_site_packages("nope:latest")

@@ -1,0 +1,137 @@
+"""Patch points of the real stacks, on the CPU: our reference Triton solutions (Triton's
+interpreter) patched into transformers' Llama modules pass the in-model check, and a tiny
+Llama-3.1-shaped model then computes what it computed before, through the solutions; Qwen3.5's
+gated delta rule passes the check through transformers' own function. Points are preferred by the
+workload's kernel stack, and a compiled library is refused as a target."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from apex_core.errors import ApexUserError
+from apex_core.patcher import restore
+from apex_core.patcher.apply import apply_solutions
+from apex_core.patcher.points import POINTS, PatchPoint, get_point, point_for
+from apex_core.tasks import get_task
+from apex_core.tasks.reference_solutions import reference_solution_path
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+PROBE = Path(__file__).with_name("tiny_llama_probe.py")
+LLAMA = "llama-3-1-8b-instruct"
+
+
+def _tree(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _probe(out: Path) -> str:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, str(PROBE), str(out)], capture_output=True, text=True, timeout=600, env=env, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def interpreted(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # the in-model check's child runs the Triton solutions on the CPU
+
+
+@pytest.fixture
+def restored_transformers():
+    folder = get_point("transformers.llama.rope").target_file().parents[2]  # transformers/models
+    before = _tree(folder)
+    yield
+    restore()
+    assert _tree(folder) == before
+
+
+@pytest.mark.slow
+def test_a_tiny_llama_computes_the_same_logits_through_the_patched_rms_norm_rope_and_silu_and_mul(
+        interpreted, restored_transformers, tmp_path):
+    assert _probe(tmp_path / "before.pt") == "called=0"
+    tasks = [f"{LLAMA}__rms_norm", f"{LLAMA}__rope", f"{LLAMA}__silu_and_mul"]
+    applied = apply_solutions([(t, reference_solution_path(get_task(t))) for t in tasks], tmp_path / "results")
+    assert [(a.point, a.applied) for a in applied] == [
+        ("transformers.llama.rms_norm", True), ("transformers.llama.rope", True), ("transformers.llama.silu_and_mul", True)
+    ], [a.reason for a in applied]
+    assert all(a.check.shapes_checked == len(get_task(a.task_id).cpu_shapes) for a in applied)
+    assert _probe(tmp_path / "after.pt") == "rms_norm rope silu_and_mul called=3"  # each solution ran in the model
+    before, after = torch.load(tmp_path / "before.pt"), torch.load(tmp_path / "after.pt")
+    for name in ("prefill", "decode"):  # one bf16 rounding apart at most, layer after layer
+        torch.testing.assert_close(after[name], before[name], atol=0.1, rtol=0.05)
+
+
+def test_qwen3_5s_gated_delta_rule_passes_through_transformers_own_function(interpreted, restored_transformers, tmp_path):
+    task = get_task("qwen3-5-27b__gated_delta_rule")
+    (applied,) = apply_solutions([(task.id, reference_solution_path(task))], tmp_path / "results")
+    assert applied.applied and applied.point == "transformers.qwen3_5.gated_delta_rule", applied.reason
+
+
+def test_the_workloads_kernel_stack_picks_its_points_where_they_are_installed(tmp_path, monkeypatch):
+    rope = get_task(f"{LLAMA}__rope")
+    assert point_for(rope).id == "transformers.llama.rope"
+    assert point_for(rope, kernel_stacks=("liger",)).id == "transformers.llama.rope"  # Liger is not installed here
+    package = tmp_path / "liger_kernel" / "transformers"
+    package.mkdir(parents=True)
+    for init in (package.parent / "__init__.py", package / "__init__.py"):
+        init.write_text("")
+    (package / "rope.py").write_text("def liger_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert point_for(rope, kernel_stacks=("liger",)).id == "liger.llama.rope"
+    assert point_for(rope).id == "transformers.llama.rope"  # a plain workload keeps transformers' modules
+
+
+def test_a_compiled_library_is_refused_as_a_target(tmp_path, monkeypatch):
+    package = tmp_path / "stack_with_c"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "_C.abi3.so").write_bytes(b"\x7fELF")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    point = PatchPoint(id="x", stack="x", kernels=("rms_norm",), models=(LLAMA,), module="stack_with_c._C", description="",
+                       body=get_point("transformers.llama.rms_norm").body, model_path=get_point("transformers.llama.rms_norm").model_path)
+    with pytest.raises(ApexUserError, match="compiled library .* cannot be replaced kernel by kernel"):
+        point.target_file()
+
+
+def test_every_point_has_a_distinct_id_and_valid_adapters_for_python_and_library_solutions():
+    assert len({p.id for p in POINTS}) == len(POINTS)
+    for point in POINTS:
+        compile(point.adapter("p1-ab12", Path("/site/_apex_patch_p1_ab12.py"), "entry", "t"), point.id, "exec")
+        compile(point.adapter("p1-ab12", Path("/site/_apex_patch_p1_ab12.so"), "entry", "t", library_module="apex_solution_ab"),
+                point.id, "exec")
+
+
+@pytest.mark.slow
+def test_a_native_solution_is_built_into_a_library_the_model_loads_and_one_that_does_not_compile_is_rolled_back_alone(
+        restored_transformers, tmp_path):
+    task = "llama-3-1-8b-instruct__rms_norm_hip"
+    good = Path(__file__).with_name("data") / "rms_norm_cpu.cpp"
+    broken = tmp_path / "broken.cpp"
+    broken.write_text(good.read_text().replace("float sum = 0.f;", "float sum = 0.f undeclared_name;"))
+    failed, kept = apply_solutions([(task, broken), (task, good)], tmp_path / "results")
+    assert not failed.applied and failed.check.stage == "build" and "broken.cpp" in failed.reason, failed.reason
+    assert kept.applied and kept.point == "transformers.llama.rms_norm", kept.reason
+    assert kept.check.shapes_checked == len(get_task(task).test_shapes)
+    library = Path(kept.target).with_name(f"_apex_patch_{kept.patch_id.replace('-', '_')}.so")
+    assert library.read_bytes()[:4] == b"\x7fELF"
+
+
+def test_a_patched_module_finds_its_solution_copy_beside_itself_wherever_it_is_mounted(tmp_path):
+    point = get_point("cpu-mini.rms_norm")
+    moved = tmp_path / "mounted" / "elsewhere"
+    moved.mkdir(parents=True)
+    copy = Path("/site/that/no/longer/exists/_apex_patch_p1_ab12.py")  # where it was when patched
+    (moved / "target_module.py").write_text("VALUE = 1\n" + point.adapter("p1-ab12", copy, "rms_norm", "cpu-mini__rms_norm"))
+    (moved / copy.name).write_text("def rms_norm(x, weight, eps):\n    return x\n")
+    probe = ("import target_module; from apex_core.workloads import cpu_mini; "
+             "print(cpu_mini.label(cpu_mini.rms_norm_implementation()))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(moved), str(REPO_ROOT)])})
+    assert done.stdout.strip() == "apex_patch_p1_ab12.rms_norm", done.stderr[-800:]
