@@ -36,7 +36,12 @@ class EnvironmentLock:
 
     def acquire(self, what: str) -> None:
         """Take the lock or refuse in one line naming the holder."""
-        if not self.try_acquire():
+        try:
+            acquired = self.try_acquire()
+        except OSError as error:
+            raise ApexUserError(f"cannot keep this environment's patch lock in {self.path.parent} ({error.strerror}): its "
+                                "prefix is not yours to write; patch a virtual environment you own (python -m venv)") from None
+        if not acquired:
             holder = self.holder()
             who = f"process {holder.get('pid')} (since {holder.get('since')})" if holder else "another process"
             raise ApexUserError(f"{who} is patching this Python environment; wait for it to finish before you {what} "

@@ -312,6 +312,8 @@ def recover(cache_dir: Path | None = None) -> list[str]:
 
 def restore(cache_dir: Path | None = None) -> RestoreReport | None:
     """Undo every patch of this environment (``apex patch restore``); None when nothing is patched."""
+    if jr.read_pointer(cache_dir) is None:
+        return None
     lock = EnvironmentLock(jr.lock_path(cache_dir))
     lock.acquire("restore it")
     try:
