@@ -1,0 +1,370 @@
+"""The report of a pipeline run: ``report.md`` to read in a terminal or a repository, and
+``report.html``, one self-contained file (inline CSS and SVG, no script, nothing fetched) with the
+plots of ``report_svg``.
+
+Both are rendered from one list of sections, so they never disagree. A run that stopped half-way
+is the one people most need explained, so every part whose stage produced nothing says why: "not
+run", "skipped: <reason>" or "failed: <error>", taken from the stage's record. Figures come from
+the state and from the grader result files it points at; a result file that is gone or unreadable
+is named in the report instead of stopping it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+
+from apex_core.grader.result import GradeResult
+from apex_core.patcher.files import atomic_write
+from apex_core.patcher.final import DRIFT_THRESHOLD
+from apex_core.pipeline import report_svg as svg
+from apex_core.pipeline.state import KernelRecord, RunState
+
+REPORT_MD, REPORT_HTML = "report.md", "report.html"
+
+
+class Code(str):
+    """An identifier cell (kernel name, task id, path): code-formatted, never read as markup."""
+
+
+class LongCode(Code):
+    """An identifier that may be long enough to wrap anywhere (a demangled kernel name)."""
+
+
+class Status(str):
+    """A stage status cell, coloured in HTML."""
+
+
+@dataclass
+class Table:
+    header: list[str]
+    rows: list[list[str]]
+    caption: str = ""
+
+
+@dataclass
+class Section:
+    title: str
+    parts: list[list[tuple[str, str]] | str | Table | svg.Plot] = field(default_factory=list)
+    """Facts (label, value), a note, a table or a plot (HTML only), in reading order."""
+
+
+def write_reports(state: RunState) -> list[Path]:
+    """Write report.md and report.html into the run's folder; returns their paths."""
+    sections = build_sections(state)
+    title = f"apex run {state.run_id}"
+    paths = [state.folder / REPORT_MD, state.folder / REPORT_HTML]
+    atomic_write(paths[0], render_markdown(title, sections).encode("utf-8"))
+    atomic_write(paths[1], render_html(title, sections).encode("utf-8"))
+    return paths
+
+
+def absent(state: RunState, stage: str) -> str:
+    """Why ``stage`` left nothing behind ("" when it is done)."""
+    record = state.stages.get(stage)
+    if record is None or record.status == "pending":
+        return f"{stage} not run"
+    if record.status == "skipped":
+        return f"{stage} skipped: {record.summary}"
+    if record.status == "failed":
+        return f"{stage} failed: {record.error or 'no error recorded'}"
+    if record.status == "running":
+        return f"{stage} did not finish (the run stopped during it)"
+    return ""
+
+
+def load_result(path: str) -> tuple[GradeResult | None, str]:
+    """The grader result in ``path`` (the grade stage writes a one-element list, iterations a bare
+    object), or None and why not."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return GradeResult.model_validate(data[0] if isinstance(data, list) else data), ""
+    except (OSError, ValueError, IndexError) as error:
+        return None, f"result file {path} unreadable: {str(error).splitlines()[0]}"
+
+
+def device_times(result: GradeResult) -> tuple[float, float] | None:
+    """Geometric means over the timed shapes of the baseline's and the solution's median ns per call."""
+    if not result.timings:
+        return None
+    mean = statistics.geometric_mean
+    return mean(t.baseline_median_ns for t in result.timings), mean(t.solution_median_ns for t in result.timings)
+
+
+def build_sections(state: RunState) -> list[Section]:
+    return [_run(state), _baseline(state), _kernels(state), _final(state), _reward(state)]
+
+
+def _run(state: RunState) -> Section:
+    config = state.config
+    used = sorted({i.model for k in state.kernels for i in k.iterations if i.model})
+    models = ", ".join(f"{label} {name}" for label, name in (("default", config.agent_model), ("simple tasks", config.agent_model_simple),
+                                                              ("complex tasks", config.agent_model_complex)) if name)
+    total = sum(r.elapsed_s or 0.0 for r in state.stages.values())
+    rows = []
+    for name, record in state.stages.items():
+        status = "running (this report)" if name == "report" and record.status == "running" else record.status
+        said = f"error: {record.error}" if record.error else record.summary
+        rows.append([Code(name), Status(status), _duration(record.elapsed_s), said or "–"])
+    facts = [("Run", Code(state.run_id)), ("Created", state.created_at),
+             ("Workload", config.workload + (f" with {', '.join(config.kernels)}" if config.kernels else "")
+              + (f", {config.layers} layers" if config.layers else "")),
+             ("Agent", f"{config.agent}; models: {models or 'the agent default'}"
+              + (f"; used: {', '.join(used)}" if used else "")),
+             ("Asked for", f"top {config.top_k} kernels ({', '.join(config.kernel_types)}), {config.iterations} iterations "
+                           f"each, score threshold {config.score_threshold:g}, {config.runs} benchmark runs"),
+             ("Elapsed", f"{_duration(total)} over all stages"), ("Folder", Code(state.results_dir))]
+    return Section("Run", [facts, Table(["Stage", "Status", "Elapsed", "Summary or error"], rows)])
+
+
+def _baseline(state: RunState) -> Section:
+    tps, runs, cv = _num(state.baseline.get("tokens_per_s")), state.baseline.get("runs"), _num(state.baseline.get("cv"))
+    if tps is None:
+        return Section("Baseline benchmark", [absent(state, "benchmark") or "the benchmark stage left no figures"])
+    values = [v for v in (_num(r) for r in runs) if v is not None] if isinstance(runs, list) else []
+    return Section("Baseline benchmark", [[
+        ("Tokens/s", f"{tps:,.1f} (median of {len(values)} runs)"),
+        ("Per run", ", ".join(f"{v:,.1f}" for v in values) or "–"),
+        ("CV", f"{cv:.2%}" if cv is not None else "not computed"),
+        ("Cached", "yes: an earlier benchmark was reused" if state.baseline.get("cached") else "no: measured in this run"),
+        ("File", Code(str(state.baseline.get("file", "–"))))]])
+
+
+def _kernels(state: RunState) -> Section:
+    if not state.kernels:
+        return Section("Kernels", [absent(state, "identify") or "no kernel was chosen"] + _plots(state))
+    rows = [[str(k.rank), Code(k.task_id), LongCode(k.kernel_name), f"{k.device_time_share:.1%}", str(len(k.iterations)),
+             str(k.best_iteration) if k.best_iteration else "none correct" if k.iterations else "–",
+             k.stop_reason or absent(state, "optimize") or "–", *_fresh(state, k), _integrated(state, k)] for k in state.kernels]
+    table = Table(["Rank", "Task", "Profiled kernel", "Device-time share", "Iterations", "Best", "Stop reason", "Fresh grading",
+                   "Speedup (95% interval)", "Score", "Integrated"], rows,
+                  "The kernels chosen by device time, and the grade stage's fresh grading of each best solution")
+    steps = [[Code(k.task_id), str(i.iteration), i.model or "default", i.grade.outcome,
+              f"{i.grade.speedup:.3f}x" if i.grade.speedup is not None else "–", f"{i.grade.score:.0f}",
+              f"{i.grade.rl_reward:.3f}" if i.grade.rl_reward is not None else "none (infra error)",
+              f"{i.agent.elapsed_s:.0f} s" + (f", {i.agent.turns} turns" if i.agent.turns else "")]
+             for k in state.kernels for i in k.iterations]
+    parts: list[Table | svg.Plot | str] = [table]
+    if steps:
+        parts.append(Table(["Task", "Iteration", "Model", "Outcome", "Speedup", "Score", "RL reward", "Agent"], steps,
+                           "Every iteration of the agents' loop"))
+    return Section("Kernels", parts + _plots(state))
+
+
+def _fresh(state: RunState, k: KernelRecord) -> list[str]:
+    """Outcome, speedup with interval, and score of the grade stage's fresh grading of ``k``."""
+    if k.final is None:
+        why = absent(state, "grade") or ("no correct solution to grade" if k.iterations else "not optimized")
+        return [f"not graded: {why}", "–", "–"]
+    grade = k.final
+    outcome = grade.outcome + (f" ({grade.reason[:120]})" if grade.reason and grade.outcome != "ok" else "")
+    speedup = "–" if grade.speedup is None else f"{grade.speedup:.3f}x" + (
+        f" ({grade.speedup_ci95[0]:.3f}-{grade.speedup_ci95[1]:.3f}x)" if grade.speedup_ci95 else "")
+    return [outcome, speedup, f"{grade.score:.0f} ({grade.normalized_score:.2f})"]
+
+
+def _integrated(state: RunState, k: KernelRecord) -> str:
+    if k.integrated:
+        return f"yes: {k.integration_note}" if k.integration_note else "yes"
+    return f"no: {k.integration_note or absent(state, 'integrate') or 'no reason recorded'}"
+
+
+def _plots(state: RunState) -> list[svg.Plot]:
+    return [_speedup_plot(state), _device_time_plot(state), _reward_plot(state)]
+
+
+def _why_ungraded(state: RunState) -> str:
+    if not state.kernels:
+        return absent(state, "identify") or "no kernel was chosen"
+    return absent(state, "grade") or "no kernel had a correct solution to grade"
+
+
+def _speedup_plot(state: RunState) -> svg.Plot:
+    rows = [svg.IntervalRow(k.task_id, k.final.speedup, *(k.final.speedup_ci95 or (k.final.speedup, k.final.speedup)),
+                            "integrated" if k.integrated else "")
+            for k in state.kernels if k.final is not None and k.final.speedup is not None]
+    if not rows:
+        graded = any(k.final for k in state.kernels)
+        return svg.no_data("Speedup per kernel", "no fresh grading timed a speedup" if graded else _why_ungraded(state))
+    return svg.interval_rows(
+        "Speedup per kernel (fresh grading)", rows, 1.0, "credited speedup",
+        "Credited speedup of each kernel's best solution in the grade stage's fresh grading (geometric mean over shapes; "
+        "1.0x when the change is not significant), whiskers its 95% interval, dashed line 1.0x. Green: faster for sure; "
+        "red: slower for sure; grey: the interval includes 1.0x.")
+
+
+def _device_time_plot(state: RunState) -> svg.Plot:
+    rows, left_out = [], []
+    for k in state.kernels:
+        if k.final is None:
+            continue
+        result, why = load_result(k.final.result_file)
+        found = device_times(result) if result else None
+        if found:
+            rows.append(svg.PairRow(k.task_id, *found))
+        else:
+            left_out.append(f"{k.task_id}: {why or 'nothing was timed'}")
+    if not rows:
+        return svg.no_data("Device time per call", "; ".join(left_out) or _why_ungraded(state))
+    return svg.before_after_rows(
+        "Device time per call, before and after", rows, svg.duration_ns, "time per call", ("baseline (before)", "solution (after)"),
+        "From the grader's timings of the fresh grading: geometric mean over the timed shapes of the baseline's and the "
+        "solution's median time per call." + (f" Left out: {'; '.join(left_out)}." if left_out else ""))
+
+
+def _reward_plot(state: RunState) -> svg.Plot:
+    series = [(k.task_id, [(i.iteration, i.grade.rl_reward) for i in k.iterations]) for k in state.kernels if k.iterations]
+    if not series:
+        why = absent(state, "identify") or "no kernel was chosen" if not state.kernels else (
+            absent(state, "optimize") or "no iteration was recorded")
+        return svg.no_data("RL reward per iteration", why)
+    return svg.line_chart(
+        "RL reward per iteration", series, "iteration", "RL reward", (0.5, "0.5 = parity (1.0x)"),
+        "RL reward of each iteration's grading (0.5 + 0.5 log2 speedup for a correct solution, clipped to [0, 2]; "
+        "fixed penalties below 0 for failures; an infrastructure error has none and breaks the line).")
+
+
+def _final(state: RunState) -> Section:
+    final, title = state.final, "Final benchmark (original vs patched)"
+    ratio, interval = _num(final.get("median_ratio")), final.get("interval")
+    if ratio is None:
+        why = absent(state, "benchmark-final") or "the benchmark-final stage left no figures"
+        return Section(title, [why, svg.no_data("Tokens/s before and after", why)])
+    originals, patcheds = (_floats(final.get(key)) for key in ("original_tokens_per_s", "patched_tokens_per_s"))
+    low, high = (_floats(interval) + [math.nan, math.nan])[:2]
+    spread = f"95% interval {low:.3f}-{high:.3f}x" if math.isfinite(low + high) else "no interval recorded"
+    drift = _num(final.get("drift"))
+    excluded = final.get("excluded") if isinstance(final.get("excluded"), list) else []
+    facts = [("Median ratio", f"{ratio:.3f}x ({spread})"),
+             ("Significant", "yes: the interval excludes 1.0" if final.get("significant") else "no: the interval includes 1.0"),
+             ("Drift", "not measured" if drift is None else f"{drift:+.1%} (unpatched tokens/s after the pairs over before)"
+              + (f", beyond {DRIFT_THRESHOLD:.0%}: the machine changed while it was measured" if abs(drift) > DRIFT_THRESHOLD else "")),
+             ("Excluded patches", "; ".join(f"{e.get('task_id', '?')}: {e.get('reason', '')}" for e in excluded
+                                            if isinstance(e, dict)) or "none"),
+             ("Verdict", str(final.get("verdict", "–"))), ("File", Code(str(final.get("file", "–"))))]
+    pairs = list(zip(originals, patcheds))
+    table = Table(["Pair", "Original tokens/s", "Patched tokens/s", "Ratio"],
+                  [[str(n), f"{a:,.1f}", f"{b:,.1f}", f"{b / a:.3f}x" if a else "–"] for n, (a, b) in enumerate(pairs, 1)])
+    plot = svg.paired_bars(
+        f"Tokens/s before and after: median ratio {ratio:.3f}x", ("original", "patched"), pairs, "tokens/s",
+        f"Each pair ran the original and the patched model back to back (points, joined per pair); bars are the medians. "
+        f"Median ratio {ratio:.3f}x, {spread}.") if pairs else svg.no_data(
+        "Tokens/s before and after", "the final benchmark recorded no pairs")
+    return Section(title, [facts, table, plot])
+
+
+def _reward(state: RunState) -> Section:
+    reward, kernel_score = _num(state.summary.get("model_reward")), _num(state.summary.get("kernel_score"))
+    ratio = _num(state.summary.get("final_ratio"))
+    formula = "0.7 x kernel score + 0.3 x (tokens/s ratio - 1)"
+    if reward is not None:
+        return Section("Model reward", [[("Model reward", f"{reward:.3f}"), ("Kernel score", f"{kernel_score:.3f} (mean normalized "
+                       "score of the integrated kernels)" if kernel_score is not None else "–"),
+                       ("Tokens/s ratio", f"{ratio:.3f}x" if ratio is not None else "–"), ("Formula", formula)]])
+    score = state.stages["score"]
+    why = absent(state, "score") or f"none: {score.summary}"
+    from_final = _num(state.final.get("model_reward"))
+    if from_final is not None:
+        why += f"; benchmark-final reported {from_final:.3f} from the patches' gradings ({formula})"
+    return Section("Model reward", [why])
+
+
+def render_markdown(title: str, sections: list[Section]) -> str:
+    lines = [f"# {_md(title)}", "", "Plots are in report.html beside this file.", ""]
+    for section in sections:
+        lines += [f"## {_md(section.title)}", ""]
+        for part in section.parts:
+            if isinstance(part, svg.Plot):
+                continue
+            if isinstance(part, Table):
+                lines += [f"**{_md(part.caption)}**", ""] if part.caption else []
+                lines += ["| " + " | ".join(_md(h) for h in part.header) + " |", "|" + "---|" * len(part.header)]
+                lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in part.rows]
+            elif isinstance(part, list):
+                lines += [f"- **{_md(label)}:** {_md(value)}" for label, value in part]
+            else:
+                lines.append(_md(part))
+            lines.append("")
+    return "\n".join(lines)
+
+
+def _md(text: str) -> str:
+    """Markdown of a plain text: markup characters escaped, identifiers as code spans."""
+    flat = " ".join(str(text).split())
+    if isinstance(text, Code):  # a pipe ends a table cell even inside a code span
+        code = flat.replace("|", "\\|")
+        return f"`` {code} ``" if "`" in code else f"`{code}`"
+    for char in "\\`*<>|[]":
+        flat = flat.replace(char, "\\" + char)
+    return flat
+
+
+CSS = """
+body { font: 14px/1.45 system-ui, sans-serif; color: #1f2328; margin: 0 auto; max-width: 1100px; padding: 24px; }
+h1 { font-size: 22px; } h2 { font-size: 18px; border-bottom: 1px solid #d0d7de; padding-bottom: 4px; margin-top: 32px; }
+table { border-collapse: collapse; margin: 12px 0; font-size: 13px; }
+th, td { border: 1px solid #d0d7de; padding: 4px 8px; text-align: left; vertical-align: top; }
+th { background: #f6f8fa; } caption { text-align: left; font-weight: 600; padding: 4px 0; }
+code { font-size: 12px; background: #f6f8fa; padding: 1px 3px; overflow-wrap: anywhere; }
+td code { white-space: nowrap; } td code.wrap { white-space: normal; display: inline-block; min-width: 16em; }
+div.wide { overflow-x: auto; }
+ul.facts { list-style: none; padding: 0; } ul.facts li { margin: 2px 0; }
+p.note { background: #fff8e6; border-left: 4px solid #d9822b; padding: 6px 10px; }
+.status { padding: 1px 6px; border-radius: 8px; font-size: 12px; color: #ffffff; background: #6b7280; }
+.status-done { background: #2e8b57; } .status-skipped { background: #b7791f; } .status-failed { background: #c0392b; }
+.status-running { background: #2f6db5; }
+figure { margin: 20px 0; } figcaption { font-size: 12px; color: #57606a; max-width: 760px; }
+figure.nodata { border: 1px dashed #d0d7de; padding: 10px 14px; max-width: 732px; }
+p.plot-title { font-weight: 600; margin: 0 0 4px; }
+"""
+
+
+def render_html(title: str, sections: list[Section]) -> str:
+    body = [f"<h1>{escape(title)}</h1>"]
+    for section in sections:
+        body.append(f"<h2>{escape(section.title)}</h2>")
+        for part in section.parts:
+            if isinstance(part, svg.Plot):
+                body.append(part.html)
+            elif isinstance(part, Table):
+                head = "".join(f"<th>{escape(h)}</th>" for h in part.header)
+                rows = "".join("<tr>" + "".join(f"<td>{_cell(c)}</td>" for c in row) + "</tr>" for row in part.rows)
+                caption = f"<caption>{escape(part.caption)}</caption>" if part.caption else ""
+                body.append(f'<div class="wide"><table>{caption}<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>')
+            elif isinstance(part, list):
+                body.append('<ul class="facts">' + "".join(f"<li><strong>{escape(label)}:</strong> {_cell(value)}</li>"
+                                                           for label, value in part) + "</ul>")
+            else:
+                body.append(f'<p class="note">{escape(part)}</p>')
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+            f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+def _cell(value: str) -> str:
+    if isinstance(value, Code):
+        wrap = ' class="wrap"' if isinstance(value, LongCode) else ""
+        return f"<code{wrap}>{escape(value)}</code>"
+    if isinstance(value, Status):
+        return f'<span class="status status-{escape(value.split()[0])}">{escape(value)}</span>'
+    return escape(value)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def _num(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+
+
+def _floats(value: object) -> list[float]:
+    return [v for v in (_num(x) for x in value) if v is not None] if isinstance(value, (list, tuple)) else []
