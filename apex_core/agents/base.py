@@ -21,6 +21,8 @@ class AgentRun(BaseModel):
     exit_code: int | None = None
     transcript_path: str | None = None
     summary: str = ""
+    turns: int | None = None
+    """Turns the agent took, where its backend reports them (None: not reported, e.g. the replay agent)."""
 
 
 class Agent(Protocol):
@@ -36,18 +38,23 @@ def preflight(agent: Agent, task: Task, solution_path: Path) -> None:
         check(task, solution_path)
 
 
-BACKENDS = ("dry-run", "claude")
+BACKENDS = ("dry-run", "replay", "claude")
 
 
 def make_agent(
-    name: str, model: str | None = None, max_turns: int = 25, timeout_s: float = 1800, overwrite: bool = False
+    name: str, model: str | None = None, max_turns: int = 25, timeout_s: float = 1800, overwrite: bool = False,
+    replay_from: Path | None = None,
 ) -> Agent:
-    """The backend ``name``; ``overwrite``: the dry run may replace a solution file that differs from its own."""
+    """The backend ``name``; ``overwrite``: the dry run may replace a solution file that differs from its own;
+    ``replay_from``: the replay agent's recorded trajectories (default: our own solutions)."""
     from apex_core.agents.claude_code import ClaudeCodeAgent
     from apex_core.agents.dry_run import DryRunAgent
+    from apex_core.agents.replay import ReplayAgent
 
     if name == "dry-run":
         return DryRunAgent(overwrite=overwrite)
+    if name == "replay":
+        return ReplayAgent(replay_from)
     if name == "claude":
         return ClaudeCodeAgent(model=model, max_turns=max_turns, timeout_s=timeout_s)
     raise UnknownNameError("agent backend", name, BACKENDS)

@@ -100,6 +100,7 @@ class ClaudeCodeAgent:
             exit_code=exit_code,
             transcript_path=str(transcript),
             summary=summary,
+            turns=_turns(stdout),
         )
 
 
@@ -122,3 +123,12 @@ def _summarize(stdout: str) -> str:
     if message:
         parts.append(message[:400])
     return "; ".join(parts)
+
+
+def _turns(stdout: str) -> int | None:
+    try:
+        result = json.loads(stdout)
+    except json.JSONDecodeError:
+        return None
+    turns = result.get("num_turns") if isinstance(result, dict) else None
+    return turns if isinstance(turns, int) else None

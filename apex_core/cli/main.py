@@ -20,6 +20,7 @@ from apex_core.cli import render
 from apex_core.cli.analysis import register as register_analysis
 from apex_core.cli.docs import register as register_docs
 from apex_core.cli.patch import register as register_patch
+from apex_core.cli.pipeline import register as register_pipeline
 from apex_core.cli.source import register as register_source
 from apex_core.cli.mcp import app as mcp_app
 from apex_core.cli.output import JsonOption, console, progress_console, progress_reporter
@@ -47,6 +48,7 @@ register_analysis(app)
 register_docs(app)
 register_source(app)
 register_patch(app)
+register_pipeline(app)
 
 GpuOption = Annotated[
     Optional[str],

@@ -188,6 +188,25 @@ SERVERS: tuple[ServerSpec, ...] = (
         pass_env=GPU_ENVIRONMENT,
         probe=ToolProbe(tool="patch_status", expect_key="patched"),
     ),
+    ServerSpec(
+        name="apex-pipeline",
+        module="servers.pipeline",
+        description="Runs the whole pipeline of a model (apex run): bottleneck kernels optimized by an agent, integrated, measured.",
+        tools=(
+            ToolSummary(name="run_pipeline", timeout_s=14400,
+                        when_to_use="optimize a model's bottleneck kernels end to end (benchmark to report) in one call"),
+            ToolSummary(name="list_runs", timeout_s=60, read_only=True,
+                        when_to_use="the pipeline runs so far, newest first"),
+            ToolSummary(name="pipeline_status", timeout_s=60, read_only=True,
+                        when_to_use="a run's stages, kernels, figures and reports"),
+            ToolSummary(name="show_leaderboard", timeout_s=60, read_only=True,
+                        when_to_use="compare agents and models across runs"),
+            ToolSummary(name="export_rl_dataset", timeout_s=600,
+                        when_to_use="tasks, trajectories and SFT pairs of all runs as datasets"),
+        ),
+        pass_env=GPU_ENVIRONMENT,
+        probe=ToolProbe(tool="list_runs", expect_key="runs"),
+    ),
 )
 """Each server adds one entry here; host configs and prompt tool tables are generated from it."""
 

@@ -341,6 +341,14 @@ PATCHER_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("restore_patches", {}, "restored"),
 ]
 """The patcher server's tools, in an order that leaves nothing patched."""
+PIPELINE_CALLS = [
+    ("list_runs", {}, "runs"),
+    ("run_pipeline", {"workload": "cpu-mini", "runs": 2, "iterations": 1}, "run_id"),  # every stage; patches restored
+    ("pipeline_status", {}, "run_id"),
+    ("show_leaderboard", {}, "standings"),
+    ("export_rl_dataset", {"output_dir": "export", "sft": True}, "rows"),
+]
+"""The pipeline server's tools: one whole cpu-mini run, then the tools that read it."""
 
 
 def _wire(value: Any) -> Any:
@@ -360,13 +368,13 @@ def test_every_reply_of_every_tool_validates_against_its_own_output_schema(tmp_p
     tasks = {**catalog.all_tasks(), "cpu-mini__rms_norm_loose": _loose_task()}
     monkeypatch.setattr(catalog, "all_tasks", lambda: tasks)
     by_tool = {tool.name: server for server in SERVERS for tool in server.tools}
-    calls = _grader_calls(tmp_path) + WORKLOAD_CALLS + SOURCE_CALLS + PATCHER_CALLS
+    calls = _grader_calls(tmp_path) + WORKLOAD_CALLS + SOURCE_CALLS + PATCHER_CALLS + PIPELINE_CALLS
     for spec in all_servers():
         def chosen_calls(spec: Any = spec) -> list[tuple[str, dict[str, Any], str]]:
             if spec.name != GATEWAY.name:
                 return [(tool, a, e) for tool, a, e in calls if by_tool[tool].name == spec.name]
             # The gateway runs each tool once, prefixed (its replies are the servers' own, mounted).
-            allowed = {"ok", "ranking", "arch", *(e for _, _, e in WORKLOAD_CALLS + SOURCE_CALLS + PATCHER_CALLS)}
+            allowed = {"ok", "ranking", "arch", *(e for _, _, e in WORKLOAD_CALLS + SOURCE_CALLS + PATCHER_CALLS + PIPELINE_CALLS)}
             once = {tool: (tool, a, e) for tool, a, e in calls if e in allowed}
             return [(f"{by_tool[tool].namespace}_{tool}", a, e) for tool, a, e in once.values()]
 

@@ -1,0 +1,175 @@
+"""``apex run`` and the stage commands that work on a run folder: ``apex optimize``, ``apex score``,
+``apex report``, ``apex list-kernels``, and ``apex leaderboard`` over all runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from apex_core.cli.output import JsonOption, console, print_json, progress_reporter
+
+ResultsOption = Annotated[Path, typer.Option("--results-dir", help="Results folder: runs go to <dir>/runs/<run-id>.")]
+RunOption = Annotated[Optional[Path], typer.Option("--run", help="A run folder (results/runs/<run-id>); default: the newest run.")]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run_command)
+    for stage in ("optimize", "score", "report"):
+        app.command(stage, help=f"Run the {stage} stage of a pipeline run again (default: the newest run).")(_stage_command(stage))
+    app.command("list-kernels")(list_kernels_command)
+    app.command("leaderboard")(leaderboard_command)
+    app.command("export-rl")(export_rl_command)
+
+
+def _split(value: str | None) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip()) if value else ()
+
+
+def run_command(
+    workload: Annotated[Optional[str], typer.Option("--workload", help="The workload, e.g. cpu-mini, llama-3-1-8b-instruct.")] = None,
+    kernels: Annotated[Optional[str], typer.Option(help="Kernel stacks for the workload, e.g. liger or fla.")] = None,
+    layers: Annotated[Optional[int], typer.Option(help="Decoder layers to build (default: the model's reduced default).")] = None,
+    top_k: Annotated[int, typer.Option(help="Bottleneck kernels to optimize.")] = 3,
+    kernel_types: Annotated[str, typer.Option(help="Task languages to optimize: triton, hip, python or all.")] = "all",
+    iterations: Annotated[int, typer.Option(help="Agent iterations per kernel.")] = 3,
+    max_turns: Annotated[int, typer.Option(help="Agent turns per iteration.")] = 25,
+    score_threshold: Annotated[float, typer.Option(help="A kernel score that ends a kernel's iterations early.")] = 300.0,
+    agent: Annotated[str, typer.Option(help="Agent backend: replay (offline, no login) or claude.")] = "replay",
+    agent_model: Annotated[Optional[str], typer.Option(help="The agent's model.")] = None,
+    agent_model_simple: Annotated[Optional[str], typer.Option(help="Model for difficulty-1 tasks.")] = None,
+    agent_model_complex: Annotated[Optional[str], typer.Option(help="Model for difficulty-3 tasks.")] = None,
+    replay_from: Annotated[Optional[Path], typer.Option(help="Replay agent: trajectories to replay instead of our solutions.")] = None,
+    parallel_kernels: Annotated[int, typer.Option(help="Kernels optimized at once (one grading per GPU at a time).")] = 1,
+    runs: Annotated[int, typer.Option(help="Benchmark runs, and final-benchmark pairs.")] = 5,
+    cache_hours: Annotated[float, typer.Option(help="Reuse a benchmark of the same workload and environment this recent.")] = 0.0,
+    min_speedup: Annotated[float, typer.Option(help="Credited speedup a winner needs to be integrated.")] = 1.05,
+    leaderboard: Annotated[bool, typer.Option("--leaderboard/--no-leaderboard", help="Add the run's kernels to the leaderboard.")] = True,
+    gpu: Annotated[Optional[str], typer.Option(help="Target architecture for the prompts (default: this machine's).")] = None,
+    results_dir: ResultsOption = Path("results"),
+    resume: Annotated[Optional[str], typer.Option(help="Go on with a run: its folder, or 'latest'.")] = None,
+    stage: Annotated[Optional[str], typer.Option(help="Run only these stages (comma-separated), again if done.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The whole pipeline: benchmark, identify, optimize, grade, integrate, benchmark-final, score, report.
+
+    State is kept in results/runs/<run-id>/state.json: --resume goes on where a run stopped."""
+    from pydantic import ValidationError
+
+    from apex_core.errors import ApexUserError
+    from apex_core.pipeline.config import RunConfig
+    from apex_core.pipeline.runner import run_pipeline
+    from apex_core.pipeline.state import latest_run
+
+    config = None
+    resume_dir = None
+    if resume is not None:
+        resume_dir = latest_run(results_dir, workload).folder if resume == "latest" else Path(resume)
+    else:
+        if workload is None:
+            raise ApexUserError("give --workload ID (e.g. cpu-mini) to start a run, or --resume RUN_DIR|latest")
+        try:
+            config = RunConfig(workload=workload, kernels=_split(kernels), layers=layers, top_k=top_k,
+                               kernel_types=_split(kernel_types), iterations=iterations, max_turns=max_turns,
+                               score_threshold=score_threshold, agent=agent, agent_model=agent_model,
+                               agent_model_simple=agent_model_simple, agent_model_complex=agent_model_complex,
+                               replay_from=str(replay_from) if replay_from else None, parallel_kernels=parallel_kernels,
+                               runs=runs, cache_hours=cache_hours, min_speedup=min_speedup, leaderboard=leaderboard, gpu=gpu)
+        except ValidationError as error:
+            first = error.errors()[0]
+            raise ApexUserError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
+    with progress_reporter("run") as progress:
+        state = run_pipeline(config, results_dir, resume=resume_dir, only=_split(stage) or None, progress=progress)
+    _show(state, as_json)
+
+
+def _show(state, as_json: bool) -> None:  # noqa: ANN001 - RunState, imported lazily
+    if as_json:
+        print_json(state.model_dump(mode="json"))
+        return
+    console.print(f"run {state.run_id}  ({state.folder})", highlight=False)
+    for name, record in state.stages.items():
+        detail = record.error or record.summary
+        took = f" {record.elapsed_s:.1f} s" if record.elapsed_s is not None else ""
+        console.print(f"  {name:<16} {record.status:<8}{took}  {detail}", highlight=False)
+    for path in state.reports:
+        console.print(f"report: {path}", highlight=False)
+
+
+def _stage_command(stage: str):  # noqa: ANN202
+    def command(run: RunOption = None, results_dir: ResultsOption = Path("results"), as_json: JsonOption = False) -> None:
+        from apex_core.pipeline.runner import run_pipeline
+        from apex_core.pipeline.state import latest_run
+
+        folder = run or latest_run(results_dir).folder
+        with progress_reporter(stage) as progress:
+            state = run_pipeline(None, results_dir, resume=folder, only=(stage,), progress=progress)
+        _show(state, as_json)
+
+    command.__name__ = f"{stage}_command"
+    return command
+
+
+def list_kernels_command(run: RunOption = None, results_dir: ResultsOption = Path("results"), as_json: JsonOption = False) -> None:
+    """The kernels a run chose to optimize, with what became of each."""
+    from apex_core.pipeline.state import latest_run, load_run
+
+    state = load_run(run) if run else latest_run(results_dir)
+    if as_json:
+        print_json([k.model_dump(mode="json", exclude={"iterations"}) for k in state.kernels])
+        return
+    if not state.kernels:
+        console.print(f"run {state.run_id}: no kernel chosen ({state.stages['identify'].summary or state.stages['identify'].status})")
+    for k in state.kernels:
+        final = f"{k.final.outcome} {k.final.speedup or 0:.3f}x score {k.final.score:.0f}" if k.final else "not graded"
+        console.print(f"#{k.rank} {k.task_id}  {k.device_time_share:.1%}  {k.kernel_name[:60]}  iterations {len(k.iterations)}  "
+                      f"{final}  {'integrated' if k.integrated else k.integration_note or '-'}", highlight=False)
+
+
+def leaderboard_command(
+    results_dir: ResultsOption = Path("results"),
+    task: Annotated[Optional[str], typer.Option(help="Only this task's rows.")] = None,
+    agent: Annotated[Optional[str], typer.Option(help="Only this agent's rows.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Every optimized kernel of every run under the results folder, best first, and the standings per agent."""
+    from apex_core.pipeline.leaderboard import LEADERBOARD_FILE, Leaderboard
+
+    if not (results_dir / LEADERBOARD_FILE).is_file():
+        from apex_core.errors import ApexUserError
+
+        raise ApexUserError(f"no leaderboard in {results_dir}: 'apex run --workload ID' adds to it (without --no-leaderboard)")
+    board = Leaderboard(results_dir)
+    entries, standings = board.entries(task, agent), board.standings()
+    if as_json:
+        print_json({"entries": entries, "standings": [s.model_dump() for s in standings]})
+        return
+    for s in standings:
+        score = f"{s.mean_normalized_score:.3f}" if s.mean_normalized_score is not None else "-"
+        console.print(f"{s.agent} {s.model} {s.version}: {s.kernels} kernel(s) in {s.runs} run(s), mean normalized score {score}",
+                      highlight=False)
+    for e in entries:
+        console.print(f"  {e['task_id']}  {e['agent']} {e['model']}  {e['outcome']}  {e['speedup'] or 0:.3f}x  "
+                      f"score {e['kernel_score'] or 0:.0f}  reward {e['model_reward'] if e['model_reward'] is not None else '-'}  "
+                      f"run {e['run_id']}", highlight=False)
+
+
+def export_rl_command(
+    output: Annotated[Path, typer.Option("--output", help="Folder for tasks, steps, sft and metadata.json.")],
+    results_dir: ResultsOption = Path("results"),
+    sft: Annotated[bool, typer.Option("--sft", help="Also write prompt -> solution pairs of correct solutions.")] = False,
+    min_score: Annotated[float, typer.Option(help="SFT pairs need at least this normalized kernel score (0-1).")] = 0.0,
+    format: Annotated[str, typer.Option("--format", help="jsonl or parquet (both load with Hugging Face datasets).")] = "jsonl",
+    as_json: JsonOption = False,
+) -> None:
+    """Every run's tasks, trajectory steps and (with --sft) SFT pairs, as datasets with their provenance."""
+    from apex_core.pipeline.export_rl import export_rl
+
+    summary = export_rl(results_dir, output, sft=sft, min_score=min_score, fmt=format)  # type: ignore[arg-type]
+    if as_json:
+        print_json(summary.model_dump())
+        return
+    for name, path in summary.files.items():
+        console.print(f"{name}: {summary.rows[name]} rows in {path}", highlight=False)
+    console.print(f"from {len(summary.runs)} run(s); provenance in {Path(summary.output) / 'metadata.json'}", highlight=False)

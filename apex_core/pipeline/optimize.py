@@ -1,0 +1,158 @@
+"""The agent loop of one kernel: iterations of prompt -> agent -> grade -> feedback, the best
+solution kept, and the rules that stop early.
+
+Each iteration's prompt is the task's prompt with what earlier runs learnt about this kernel
+family (the knowledge base) and the grader's verdict of the last solution (``reflection``). The
+agent works in ``<run>/output/<task>/`` and is judged only by the file it leaves there, graded out
+of process. A grading that ends in an infrastructure error is repeated and never counted against
+the agent. Every iteration is saved before the next starts (state, trajectory, knowledge), so a
+resumed run goes on from the last finished one.
+
+Stop rules: the best score reaches the threshold; the same failure twice in a row; two
+iterations in a row that change the score by less than 5% (a stall); the iterations run out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from apex_core.agents.base import Agent, AgentRun
+from apex_core.errors import SolutionFileError
+from apex_core.grader.judge import grade, result_without_solution
+from apex_core.grader.options import GradeOptions
+from apex_core.grader.result import GradeResult
+from apex_core.hardware.target import HardwareTarget
+from apex_core.pipeline.knowledge import KnowledgeBase
+from apex_core.pipeline.reflection import reflect
+from apex_core.pipeline.state import GradeSummary, IterationRecord, KernelRecord, RunState, now
+from apex_core.pipeline.trajectory import Trajectory, TrajectoryStep, load_trajectory, trajectory_id
+from apex_core.prompts import system_prompt, task_prompt
+from apex_core.tasks import get_task
+
+INFRA_RETRIES = 2
+STALL = 0.05
+
+_grading_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def _device_lock(device: str) -> threading.Lock:
+    """One grading per device at a time: kernels optimized in parallel share the GPUs' timing."""
+    with _locks_guard:
+        return _grading_locks.setdefault(device, threading.Lock())
+
+
+def summarize(result: GradeResult, result_file: Path) -> GradeSummary:
+    return GradeSummary(outcome=result.outcome.value, correct=result.correct, speedup=result.speedup,
+                        speedup_ci95=result.speedup_ci95, score=result.score.total, normalized_score=result.score.normalized,
+                        rl_reward=result.rl_reward, flags=list(result.flags), reason=result.reason[:500],
+                        result_file=str(result_file))
+
+
+def stop_reason(record: KernelRecord, iterations: int, threshold: float) -> str:
+    """Why the loop of ``record`` ends now, or "" to go on."""
+    done = record.iterations
+    best = max((i.grade.score for i in done if i.grade.correct), default=None)
+    if best is not None and best >= threshold:
+        return f"score threshold {threshold:g} reached ({best:.0f})"
+    if len(done) >= 2 and done[-1].grade.outcome == done[-2].grade.outcome != "ok":
+        return f"the same failure twice in a row ({done[-1].grade.outcome})"
+    if len(done) >= 3:
+        scores = [i.grade.score for i in done[-3:]]
+        if all(s > 0 for s in scores) and all(abs(b - a) / a < STALL for a, b in zip(scores, scores[1:])):
+            return "stalled: two iterations changed the score by less than 5%"
+    if len(done) >= iterations:
+        return f"all {iterations} iterations used"
+    return ""
+
+
+def grade_with_retries(task_id: str, solution: Path, options: GradeOptions) -> tuple[GradeResult, int]:
+    """A fresh grading (never the cache's), repeated after an infrastructure error (a verdict on the
+    machine, not the solution), one per device at a time; the result and the repeats it took."""
+    task = get_task(task_id)
+    retries = 0
+    while True:
+        with _device_lock(options.device or "default"):
+            try:
+                result = grade(task, solution, options)
+            except SolutionFileError as missing:
+                return result_without_solution(task, solution, f"the agent left no usable solution: {missing}"), retries
+        if result.outcome.value != "infra_error" or retries >= INFRA_RETRIES:
+            return result, retries
+        retries += 1
+
+
+def optimize_kernel(state: RunState, record: KernelRecord, agent_for: Callable[[str | None], Agent], target: HardwareTarget,
+                    knowledge: KnowledgeBase, options: GradeOptions, save: Callable[[], None],
+                    report: Callable[[str], None]) -> None:
+    """Run the remaining iterations of ``record`` (all of them on a fresh run)."""
+    config = state.config
+    task = get_task(record.task_id)
+    output_dir = state.folder / "output"
+    workspace = output_dir / task.id
+    workspace.mkdir(parents=True, exist_ok=True)
+    solution = workspace / task.solution_filename
+    system = system_prompt(target)
+    record.trajectory_id = record.trajectory_id or trajectory_id(state.run_id, task.id)
+    trajectory = load_trajectory(state.folder, record.trajectory_id) or Trajectory(
+        trajectory_id=record.trajectory_id, run_id=state.run_id, task_id=task.id, kernel=task.kernel, target=target.arch,
+        agent=config.agent)
+    results = {i.iteration: GradeResult.model_validate_json(Path(i.grade.result_file).read_bytes()) for i in record.iterations}
+    while not (why := stop_reason(record, config.iterations, config.score_threshold)):
+        index = len(record.iterations) + 1
+        best = _best(record, results)
+        feedback = reflect(results.get(index - 1), index, best)
+        insights = knowledge.insights(task.kernel, task.language, target.arch)
+        prompt = task_prompt(task, target, output_dir=str(output_dir), insights=insights)
+        if feedback:
+            prompt += f"\n## Your last iteration (iteration {index} of at most {config.iterations} starts now)\n{feedback}\n"
+        model = config.model_for(task.difficulty)
+        report(f"{task.id}: iteration {index}/{config.iterations} ({config.agent}{' ' + model if model else ''})")
+        run = agent_for(model).run(task, system, prompt, workspace, solution)
+        result, retries = grade_with_retries(task.id, solution, options)
+        result_file = workspace / f"grade_iter{index}.json"
+        result_file.write_text(result.model_dump_json(indent=2), encoding="utf-8")
+        code, copy = _keep(solution, workspace, index, run)
+        results[index] = result
+        summary = summarize(result, result_file)
+        record.iterations.append(IterationRecord(iteration=index, model=model, agent=run, solution_copy=copy, grade=summary,
+                                                 feedback=feedback, infra_retries=retries))
+        best = _best(record, results)
+        if best is not None and best[0] == index and copy is not None:
+            best_copy = workspace / f"solution_best{solution.suffix}"
+            shutil.copyfile(copy, best_copy)
+            record.best_iteration, record.best_solution = index, str(best_copy)
+        trajectory.iterations.append(TrajectoryStep(
+            iteration=index, model=model, system_prompt_sha256=hashlib.sha256(system.encode()).hexdigest(), prompt=prompt,
+            feedback=feedback, agent=run, solution_code=code, grade=summary, reward=result.rl_reward))
+        if result.outcome.value != "infra_error":
+            knowledge.record(created_at=now(), run_id=state.run_id, task_id=task.id, kernel=task.kernel, language=task.language,
+                             target=target.arch, agent=config.agent, model=model, code=code or "", outcome=summary.outcome,
+                             correct=summary.correct, speedup=summary.speedup, score=summary.score,
+                             detail=summary.reason or (f"{summary.speedup:.2f}x" if summary.speedup else ""))
+        trajectory.best_iteration = record.best_iteration
+        trajectory.save(state.folder)
+        save()
+    record.stop_reason = why
+    trajectory.stop_reason = why
+    trajectory.save(state.folder)
+    save()
+
+
+def _best(record: KernelRecord, results: dict[int, GradeResult]) -> tuple[int, GradeResult] | None:
+    """The correct iteration with the highest score (the earliest among equals)."""
+    correct = [(i.iteration, results[i.iteration]) for i in record.iterations if i.grade.correct and i.iteration in results]
+    return max(correct, key=lambda pair: (pair[1].score.total, -pair[0])) if correct else None
+
+
+def _keep(solution: Path, workspace: Path, index: int, run: AgentRun) -> tuple[str | None, str | None]:
+    """The solution's code and where this iteration's copy of it is kept (None when there is none)."""
+    if not solution.is_file():
+        return None, None
+    copy = workspace / f"solution_iter{index}{solution.suffix}"
+    shutil.copyfile(solution, copy)
+    return solution.read_text(encoding="utf-8", errors="replace"), str(copy)

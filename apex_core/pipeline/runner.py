@@ -1,0 +1,77 @@
+"""Running the stages in order, resuming a run where it stopped, and leaving the environment as
+it was found.
+
+A stage that is done or skipped is not run again on resume; one that was running when the run
+was killed, or failed, runs again (the optimize stage then goes on from its last finished
+iteration). A user mistake stops the run with the stage marked failed and its one-line reason.
+Whatever happens, a run (not a lone stage) leaves no patch behind: benchmark-final restores
+them itself, and a run stopped between integrate and benchmark-final restores here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from apex_core.errors import ApexUserError
+from apex_core.pipeline.config import RunConfig
+from apex_core.pipeline.stages import STAGE_FUNCTIONS, Skip
+from apex_core.pipeline.state import STAGES, RunState, load_run, new_run, now
+from apex_core.progress import Progress, reporter
+
+
+def check_stages(names: Iterable[str]) -> tuple[str, ...]:
+    chosen = tuple(names)
+    unknown = [n for n in chosen if n not in STAGES]
+    if unknown:
+        raise ApexUserError(f"stage {unknown[0]!r}: the stages are {', '.join(STAGES)}")
+    return chosen
+
+
+def run_pipeline(config: RunConfig | None, results_root: Path, *, resume: Path | None = None,
+                 only: Iterable[str] | None = None, progress: Progress | None = None) -> RunState:
+    """Start a run of ``config`` (or resume the run in ``resume``) and take it as far as it goes.
+    ``only``: run just these stages (again, even if done), e.g. ("report",)."""
+    chosen = check_stages(only) if only is not None else None
+    if resume is not None:
+        state = load_run(resume)
+    elif config is not None:
+        from apex_core.workloads import get_workload
+
+        get_workload(config.workload)  # an unknown workload fails before a run folder exists
+        state = new_run(config, results_root)
+    else:
+        raise ApexUserError("give --workload to start a run, or --resume RUN_DIR to go on with one")
+    report = reporter(progress)
+    todo = [n for n in STAGES if (n in chosen if chosen is not None else state.stages[n].status not in ("done", "skipped"))]
+    try:
+        for position, name in enumerate(todo):
+            record = state.stages[name]
+            record.status, record.started_at, record.error, record.summary = "running", now(), "", ""
+            state.save()
+            started = time.monotonic()
+            low, high = position / len(todo), (position + 1) / len(todo)
+            stage_progress = (lambda f, m, n=name, lo=low, hi=high: report(lo + (hi - lo) * f, f"{n}: {m}"))
+            report(low, f"{name}: starting")
+            try:
+                record.summary = STAGE_FUNCTIONS[name](state, stage_progress)
+                record.status = "done"
+            except Skip as skip:
+                record.status, record.summary = "skipped", str(skip)
+            except ApexUserError as error:
+                record.status, record.error = "failed", str(error)
+                raise
+            finally:
+                if record.status == "running":  # interrupted: it runs again on resume
+                    record.status = "failed"
+                    record.error = record.error or "interrupted"
+                record.finished_at, record.elapsed_s = now(), round(time.monotonic() - started, 3)
+                state.save()
+            report(high, f"{name}: {record.status}: {record.summary}")
+    finally:
+        if chosen is None and state.stages["integrate"].status == "done":  # a lone integrate stage keeps its patches
+            from apex_core.patcher import restore
+
+            restore()
+    return state

@@ -1,0 +1,225 @@
+"""The stages of ``apex run``, each a function of the run's state built on the stage packages below:
+the workload benchmark, profile and identification, the agents' loop, a fresh grading of each
+best solution, integration, the final benchmark, the scores and the report.
+
+A stage reads what earlier stages left in the state and writes its own results there; the runner
+saves the state after each. Stages after a stage that found nothing to do are skipped with a
+reason, never run on nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from apex_core.grader.options import GradeOptions
+from apex_core.hardware.target import resolve_target
+from apex_core.pipeline.knowledge import KnowledgeBase
+from apex_core.pipeline.optimize import grade_with_retries, optimize_kernel, summarize
+from apex_core.pipeline.state import KernelRecord, RunState
+from apex_core.progress import Progress, reporter
+from apex_core.score import model_reward
+from apex_core.tasks import get_task
+from apex_core.workloads import customize, get_workload
+from apex_core.workloads.spec import WorkloadSpec
+
+BENCHMARK_DIR, PROFILE_DIR, GRADINGS_DIR = "benchmark", "profile", "gradings"
+SUMMARY_FILE = "results_summary.json"
+
+
+class Skip(Exception):
+    """The stage has nothing to do; its message says why (the stage is recorded as skipped)."""
+
+
+def workload_spec(state: RunState) -> WorkloadSpec:
+    config = state.config
+    return customize(get_workload(config.workload), layers=config.layers, kernels=config.kernels or None)
+
+
+def benchmark_stage(state: RunState, progress: Progress | None) -> str:
+    from apex_core.workloads.runner import benchmark
+
+    result = benchmark(workload_spec(state), state.config.runs, cache_hours=state.config.cache_hours,
+                       results_dir=state.folder / BENCHMARK_DIR, progress=progress)
+    state.baseline = {"tokens_per_s": result.tokens_per_s, "cv": result.cv, "runs": [r.tokens_per_s for r in result.runs],
+                      "cached": result.cached, "file": str(Path(result.results_dir) / "benchmark.json"),
+                      "workload": result.workload.model_dump(mode="json")}
+    cv = f", CV {result.cv:.1%}" if result.cv is not None else ""
+    return f"{result.tokens_per_s:,.0f} tokens/s over {len(result.runs)} runs{cv}"
+
+
+def identify_stage(state: RunState, progress: Progress | None) -> str:
+    from apex_core.analysis.identify_run import identify_run
+    from apex_core.analysis.profile_run import profile_workload
+
+    report = reporter(progress)
+    _, run_dir = profile_workload(workload_spec(state), state.folder / PROFILE_DIR,
+                                  progress=lambda f, m: report(0.5 * f, m))
+    found = identify_run(run_dir, top_k=None, progress=lambda f, m: report(0.5 + 0.5 * f, m))
+    state.identify_file = str(run_dir / "identify.json")
+    languages = set(state.config.kernel_types)
+    chosen: list[KernelRecord] = []
+    skipped: list[str] = []
+    for kernel in found.kernels:  # ranked by device time
+        if len(chosen) >= state.config.top_k:
+            break
+        if kernel.task_id is None or any(k.task_id == kernel.task_id for k in chosen):
+            continue
+        task = get_task(kernel.task_id)
+        if "all" not in languages and task.language not in languages:
+            skipped.append(f"{task.id} ({task.language})")
+            continue
+        if not kernel.patchable:
+            skipped.append(f"{task.id} (not patchable: {kernel.patchable_reason})")
+            continue
+        chosen.append(KernelRecord(task_id=task.id, kernel=task.kernel, language=task.language, difficulty=task.difficulty,
+                                   rank=kernel.rank, kernel_name=kernel.name, device_time_share=kernel.device_time_share))
+    state.kernels = chosen
+    if not chosen:
+        raise Skip(f"none of the {len(found.kernels)} profiled kernels has a task to optimize here"
+                   + (f" (left out: {', '.join(skipped)})" if skipped else ""))
+    return (f"{len(chosen)} kernel(s) to optimize: "
+            + ", ".join(f"{k.task_id} ({k.device_time_share:.1%})" for k in chosen)
+            + (f"; left out: {', '.join(skipped)}" if skipped else ""))
+
+
+def optimize_stage(state: RunState, progress: Progress | None) -> str:
+    from apex_core.agents.base import make_agent
+
+    if not state.kernels:
+        raise Skip("no kernel was identified to optimize")
+    config = state.config
+    target = resolve_target(config.gpu)
+    knowledge = KnowledgeBase()
+    report = reporter(progress)
+    saving = threading.Lock()
+    agents: dict[str | None, object] = {}
+
+    def agent_for(model: str | None):  # one agent per model: the replay agent counts its submissions
+        with saving:
+            if model not in agents:
+                agents[model] = make_agent(config.agent, model=model, max_turns=config.max_turns,
+                                           timeout_s=config.agent_timeout_s,
+                                           replay_from=Path(config.replay_from) if config.replay_from else None)
+            return agents[model]
+
+    def save() -> None:
+        with saving:
+            state.save()
+
+    done = [0]
+
+    def one(record: KernelRecord) -> None:
+        optimize_kernel(state, record, agent_for, target, knowledge, GradeOptions(), save,
+                        lambda message: report(done[0] / len(state.kernels), message))
+        done[0] += 1
+
+    with ThreadPoolExecutor(max_workers=config.parallel_kernels) as pool:
+        for future in [pool.submit(one, record) for record in state.kernels]:
+            future.result()
+    return "; ".join(f"{k.task_id}: best iteration {k.best_iteration or '-'} of {len(k.iterations)} ({k.stop_reason})"
+                     for k in state.kernels)
+
+
+def grade_stage(state: RunState, progress: Progress | None) -> str:
+    """Grade each kernel's best solution again, uncached: the loop kept the best of several noisy
+    measurements, and a fresh one is what integration and the scores use."""
+    candidates = [k for k in state.kernels if k.best_solution]
+    if not candidates:
+        raise Skip("no iteration left a correct solution")
+    folder = state.folder / GRADINGS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    report = reporter(progress)
+    for index, record in enumerate(candidates):
+        report(index / len(candidates), f"grading the best solution of {record.task_id}")
+        result, _ = grade_with_retries(record.task_id, Path(record.best_solution or ""), GradeOptions())
+        result_file = folder / f"{record.task_id}.json"
+        result_file.write_text(json.dumps([result.model_dump(mode="json")], indent=2), encoding="utf-8")
+        record.final = summarize(result, result_file)
+    return "; ".join(f"{k.task_id} {k.final.outcome} {k.final.speedup or 0:.3f}x score {k.final.score:.0f}"
+                     for k in candidates if k.final)
+
+
+def integrate_stage(state: RunState, progress: Progress | None) -> str:
+    from apex_core.patcher.integrate import integrate
+
+    if not any(k.final for k in state.kernels):
+        raise Skip("nothing was graded to integrate")
+    report = integrate(state.folder / GRADINGS_DIR, state.config.min_speedup, patch_results_root=state.folder,
+                       kernel_stacks=workload_spec(state).kernels, progress=progress)
+    by_task = {c.task_id: c for c in report.candidates}
+    applied = {p.task_id: p for p in report.patches}
+    for record in state.kernels:
+        patch = applied.get(record.task_id)
+        record.integrated = bool(patch and patch.applied)
+        candidate = by_task.get(record.task_id)
+        record.integration_note = (f"patched at {patch.point}" if record.integrated and patch else
+                                   patch.reason if patch else candidate.why_not if candidate else "not graded")
+    if not any(k.integrated for k in state.kernels):
+        raise Skip("no winner: " + "; ".join(f"{k.task_id}: {k.integration_note}" for k in state.kernels))
+    return "patched in: " + ", ".join(k.task_id for k in state.kernels if k.integrated)
+
+
+def benchmark_final_stage(state: RunState, progress: Progress | None) -> str:
+    from apex_core.patcher import status
+    from apex_core.patcher.final import as_first_benchmarked, benchmark_final
+
+    journal = status()
+    if not any(k.integrated for k in state.kernels) or journal is None or not journal.active():
+        raise Skip("nothing is patched in: there is no change to measure")
+    spec, runs = as_first_benchmarked(workload_spec(state).id, state.folder / BENCHMARK_DIR, state.config.runs)
+    result = benchmark_final(spec, runs, state.folder, progress=progress)
+    state.final = {"median_ratio": result.median_ratio, "interval": list(result.interval), "significant": result.significant,
+                   "original_tokens_per_s": result.original_tokens_per_s, "patched_tokens_per_s": result.patched_tokens_per_s,
+                   "drift": result.drift, "verdict": result.verdict, "excluded": result.excluded,
+                   "model_reward": result.model_reward, "file": str(Path(result.results_dir) / "final.json")}
+    return result.verdict
+
+
+def score_stage(state: RunState, progress: Progress | None) -> str:
+    graded = [k for k in state.kernels if k.final]
+    integrated = [k for k in graded if k.integrated]
+    kernel_score = statistics.fmean(k.final.normalized_score for k in integrated) if integrated else None  # type: ignore[union-attr]
+    ratio = state.final.get("median_ratio")
+    reward = model_reward(kernel_score, 1.0, float(ratio)) if kernel_score is not None and ratio is not None else None
+    state.summary = {
+        "workload": state.config.workload, "agent": state.config.agent, "baseline_tokens_per_s": state.baseline.get("tokens_per_s"),
+        "final_ratio": ratio, "final_interval": state.final.get("interval"), "significant": state.final.get("significant"),
+        "kernel_score": kernel_score, "model_reward": reward,
+        "kernels": [{"task_id": k.task_id, "iterations": len(k.iterations), "best_iteration": k.best_iteration,
+                     "outcome": k.final.outcome if k.final else None, "speedup": k.final.speedup if k.final else None,
+                     "score": k.final.score if k.final else None, "integrated": k.integrated,
+                     "trajectory_id": k.trajectory_id} for k in state.kernels],
+    }
+    (state.folder / SUMMARY_FILE).write_text(json.dumps(state.summary, indent=2) + "\n", encoding="utf-8")
+    if state.config.leaderboard:
+        from apex_core.pipeline.leaderboard import Leaderboard
+
+        Leaderboard(state.folder.parents[1]).add_run(state)
+    if reward is not None:
+        return f"model reward {reward:.3f} (kernel score {kernel_score:.3f}, tokens/s x{ratio:.3f})"
+    return f"{len(graded)} kernel(s) graded; no model reward (nothing was integrated and measured end to end)"
+
+
+def report_stage(state: RunState, progress: Progress | None) -> str:
+    from apex_core.pipeline.report import write_reports
+
+    paths = write_reports(state)
+    state.reports = [str(p) for p in paths]
+    return ", ".join(str(p) for p in paths)
+
+
+STAGE_FUNCTIONS: dict[str, Callable[[RunState, Progress | None], str]] = {
+    "benchmark": benchmark_stage,
+    "identify": identify_stage,
+    "optimize": optimize_stage,
+    "grade": grade_stage,
+    "integrate": integrate_stage,
+    "benchmark-final": benchmark_final_stage,
+    "score": score_stage,
+    "report": report_stage,
+}

@@ -1,0 +1,171 @@
+"""The pipeline MCP server: the whole optimization of a model in one tool call, as ``apex run``.
+
+A thin layer over ``apex_core.pipeline``: ``run_pipeline`` takes the same typed settings as the
+command (workload, kernel stack, top-k, kernel types, iterations, turns, agent and models,
+leaderboard) and returns each stage's status and the run's results; ``pipeline_status`` reads a
+run's state; ``show_leaderboard`` and ``export_rl_dataset`` read across runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import anyio.to_thread
+from fastmcp import Context
+from pydantic import BaseModel, Field
+
+from apex_core.pipeline.config import RunConfig
+from apex_core.pipeline.export_rl import ExportSummary, export_rl
+from apex_core.pipeline.leaderboard import LEADERBOARD_FILE, Leaderboard, Standing
+from apex_core.pipeline.runner import run_pipeline as run_stages
+from apex_core.pipeline.state import RunState, latest_run, load_run
+from servers._common import READ_ONLY, create_server, in_thread_with_progress, user_errors_as_tool_errors
+
+mcp = create_server(
+    "apex-pipeline",
+    "Runs the whole kernel-optimization pipeline of a model: run_pipeline (benchmark, identify the bottleneck kernels, "
+    "let an agent optimize each, grade, integrate the winners, benchmark again, score, report), list_runs and "
+    "pipeline_status for runs' progress and results, show_leaderboard across runs, export_rl_dataset for training data.",
+)
+
+RESULTS_ROOT = Path("results")
+
+
+class StageView(BaseModel):
+    name: str
+    status: str
+    elapsed_s: float | None
+    summary: str
+
+
+class RunView(BaseModel):
+    run_id: str
+    results_dir: str
+    config: RunConfig
+    stages: list[StageView]
+    kernels: list[dict[str, Any]] = Field(description="each optimized kernel: task, iterations, fresh grading, integrated")
+    baseline_tokens_per_s: float | None
+    final: dict[str, Any] = Field(description="benchmark-final: median tokens/s ratio, interval, significance")
+    model_reward: float | None
+    reports: list[str] = Field(description="report.md and report.html")
+
+
+def _view(state: RunState) -> RunView:
+    kernels = [{"task_id": k.task_id, "device_time_share": k.device_time_share, "iterations": len(k.iterations),
+                "best_iteration": k.best_iteration, "stop_reason": k.stop_reason,
+                "final": k.final.model_dump() if k.final else None, "integrated": k.integrated,
+                "integration_note": k.integration_note} for k in state.kernels]
+    stages = [StageView(name=n, status=r.status, elapsed_s=r.elapsed_s, summary=r.error or r.summary) for n, r in state.stages.items()]
+    tps = state.baseline.get("tokens_per_s")
+    reward = state.summary.get("model_reward")
+    return RunView(run_id=state.run_id, results_dir=str(state.folder), config=state.config, stages=stages, kernels=kernels,
+                   baseline_tokens_per_s=float(tps) if isinstance(tps, (int, float)) else None,
+                   final={k: v for k, v in state.final.items() if k != "file"},
+                   model_reward=float(reward) if isinstance(reward, (int, float)) else None, reports=state.reports)
+
+
+@mcp.tool
+@user_errors_as_tool_errors
+async def run_pipeline(
+    ctx: Context,
+    workload: Annotated[str, Field(min_length=2, max_length=64, description="The workload, e.g. cpu-mini, qwen3-5-27b, gpt-oss-20b.")],
+    kernel_stacks: Annotated[list[Literal["liger", "fla"]], Field(max_length=2, description="Kernel stacks the model runs with.")] = [],  # noqa: B006
+    top_k: Annotated[int, Field(ge=1, le=50, description="Bottleneck kernels to optimize.")] = 3,
+    kernel_types: Annotated[list[Literal["triton", "hip", "python", "all"]], Field(
+        min_length=1, max_length=4, description="Languages of the kernels to optimize, e.g. ['triton'] for Triton kernels only.")] = ["all"],  # noqa: B006
+    iterations: Annotated[int, Field(ge=1, le=50, description="Agent iterations per kernel.")] = 3,
+    max_turns: Annotated[int, Field(ge=1, le=500, description="Agent turns per iteration.")] = 25,
+    agent: Annotated[Literal["replay", "claude"], Field(description="replay (offline, our solutions) or claude.")] = "replay",
+    agent_model: Annotated[str | None, Field(max_length=128, description="The agent's model.")] = None,
+    score_threshold: Annotated[float, Field(gt=0, description="Kernel score that ends a kernel's iterations early.")] = 300.0,
+    runs: Annotated[int, Field(ge=2, le=100, description="Benchmark runs and final-benchmark pairs.")] = 5,
+    leaderboard: Annotated[bool, Field(description="Add the run's kernels to the leaderboard.")] = True,
+    resume_run: Annotated[str | None, Field(max_length=4096, description="Go on with this run folder instead of starting one.")] = None,
+) -> RunView:
+    """Optimize a model's bottleneck kernels end to end: benchmark, identify, optimize (the agent loop), grade,
+    integrate the winners, benchmark again, score and report. Use it when asked to run the full optimization
+    pipeline for a model. Takes minutes on cpu-mini, longer on GPU models; state is kept, so resume_run goes on
+    with an interrupted run."""
+    config = None if resume_run else RunConfig(
+        workload=workload, kernels=tuple(kernel_stacks), top_k=top_k, kernel_types=tuple(kernel_types), iterations=iterations,
+        max_turns=max_turns, agent=agent, agent_model=agent_model, score_threshold=score_threshold, runs=runs,
+        leaderboard=leaderboard)
+    state = await in_thread_with_progress(
+        ctx, lambda progress: run_stages(config, RESULTS_ROOT, resume=Path(resume_run) if resume_run else None, progress=progress))
+    return _view(state)
+
+
+@mcp.tool(annotations=READ_ONLY)
+@user_errors_as_tool_errors
+async def pipeline_status(
+    run: Annotated[str | None, Field(max_length=4096, description="A run folder; default: the newest run.")] = None,
+    workload: Annotated[str | None, Field(max_length=64, description="With no run: the newest run of this workload.")] = None,
+) -> RunView:
+    """A pipeline run's stages, kernels, figures and reports. Use it to follow or summarize a run."""
+    state = await anyio.to_thread.run_sync(lambda: load_run(Path(run)) if run else latest_run(RESULTS_ROOT, workload))
+    return _view(state)
+
+
+class RunList(BaseModel):
+    runs: list[dict[str, Any]] = Field(description="each run: id, folder, workload, agent, created, stages done, model reward")
+
+
+@mcp.tool(annotations=READ_ONLY)
+@user_errors_as_tool_errors
+async def list_runs() -> RunList:
+    """The pipeline runs under results/, newest first (an empty list when there are none). Use it to find a run
+    before pipeline_status or resume_run."""
+    def read() -> RunList:
+        from apex_core.pipeline.state import RUNS_DIR, STATE_FILE
+
+        states = [RunState.model_validate_json(p.read_bytes()) for p in (RESULTS_ROOT / RUNS_DIR).glob(f"*/{STATE_FILE}")]
+        states.sort(key=lambda s: (s.created_at, s.run_id), reverse=True)
+        return RunList(runs=[{"run_id": s.run_id, "results_dir": str(s.folder), "workload": s.config.workload,
+                              "agent": s.config.agent, "created_at": s.created_at,
+                              "stages_done": [n for n, r in s.stages.items() if r.status == "done"],
+                              "model_reward": s.summary.get("model_reward")} for s in states])
+
+    return await anyio.to_thread.run_sync(read)
+
+
+class LeaderboardView(BaseModel):
+    standings: list[Standing]
+    entries: list[dict[str, Any]]
+
+
+@mcp.tool(annotations=READ_ONLY)
+@user_errors_as_tool_errors
+async def show_leaderboard(
+    task: Annotated[str | None, Field(max_length=128, description="Only this task's rows.")] = None,
+    agent: Annotated[str | None, Field(max_length=32, description="Only this agent's rows.")] = None,
+) -> LeaderboardView:
+    """Every optimized kernel of every run, best first, and the standings per agent, model and version. Use it
+    to compare agents and models, or after run_pipeline with the leaderboard on."""
+    if not (RESULTS_ROOT / LEADERBOARD_FILE).is_file():
+        from apex_core.errors import ApexUserError
+
+        raise ApexUserError(f"no leaderboard in {RESULTS_ROOT} yet: run_pipeline adds to it")
+    board = Leaderboard(RESULTS_ROOT)
+    return LeaderboardView(standings=board.standings(), entries=board.entries(task, agent))
+
+
+@mcp.tool
+@user_errors_as_tool_errors
+async def export_rl_dataset(
+    output_dir: Annotated[str, Field(min_length=1, max_length=4096, description="Folder to write the datasets into.")],
+    sft: Annotated[bool, Field(description="Also write prompt -> correct solution pairs.")] = False,
+    min_score: Annotated[float, Field(ge=0, le=1, description="SFT pairs need this normalized kernel score.")] = 0.0,
+    format: Annotated[Literal["jsonl", "parquet"], Field(description="File format; both load with Hugging Face datasets.")] = "jsonl",
+) -> ExportSummary:
+    """Tasks, every trajectory step (code, verdict, reward) and SFT pairs of all runs, with provenance. Use it
+    after runs to get training data for RL or SFT."""
+    return await anyio.to_thread.run_sync(lambda: export_rl(RESULTS_ROOT, Path(output_dir), sft=sft, min_score=min_score, fmt=format))
+
+
+def main() -> Any:
+    return mcp.run()
+
+
+if __name__ == "__main__":
+    main()

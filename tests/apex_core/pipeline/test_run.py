@@ -1,0 +1,97 @@
+"""``apex run`` on the cpu-mini workload, offline: every stage runs with the replay agent, the run
+resumes where it stopped, the agent loop follows its feedback and stop rules, and the environment
+is left as it was found."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+
+from apex_core.pipeline.config import RunConfig
+from apex_core.pipeline.runner import run_pipeline
+from apex_core.pipeline.state import STAGES, load_run
+from apex_core.pipeline.trajectory import Trajectory
+from apex_core.patcher.points import get_point
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+TASK = "cpu-mini__rms_norm"
+GOOD = (REPO_ROOT / "apex_core" / "agents" / "canned" / f"{TASK}.py").read_text()
+WRONG = "import numpy as np\n\n\ndef rms_norm(x, weight, eps):\n    return np.asarray(x, dtype=np.float32) * 2\n"
+SLOW = (REPO_ROOT / "apex_core" / "kernels" / "rms_norm" / "baseline_python.py").read_text()
+
+
+def _llama_tree() -> dict[str, str]:
+    folder = get_point("cpu-mini.rms_norm").target_file().parent
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_apex_run_on_cpu_mini_runs_every_stage_and_leaves_the_environment_as_it_was(apex_cli, tmp_path):
+    before = _llama_tree()
+    done = apex_cli("run", "--workload", "cpu-mini", "--runs", "3", "--results-dir", str(tmp_path), "--json", timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    state = json.loads(done.stdout)
+    assert {name: record["status"] for name, record in state["stages"].items()} == {name: "done" for name in STAGES}
+    (kernel,) = state["kernels"]
+    assert kernel["task_id"] == TASK and kernel["integrated"] and kernel["final"]["outcome"] == "ok"
+    assert state["final"]["significant"] and state["final"]["median_ratio"] > 1.5
+    assert state["summary"]["model_reward"] > 0.7
+    folder = Path(state["results_dir"])
+    trajectory = Trajectory.model_validate_json(next((folder / "trajectories").glob("*.json")).read_bytes())
+    assert trajectory.iterations[0].solution_code == GOOD and trajectory.iterations[0].reward is not None
+    board = json.loads(apex_cli("leaderboard", "--results-dir", str(tmp_path), "--json").stdout)
+    assert [e["task_id"] for e in board["entries"]] == [TASK] and board["standings"][0]["agent"] == "replay"
+    assert all((folder / name).is_file() for name in ("report.md", "report.html", "results_summary.json"))
+    assert _llama_tree() == before, "site-packages must be byte-identical after a run"
+
+
+def test_a_run_stopped_after_identify_resumes_from_optimize_without_measuring_again(tmp_path):
+    config = RunConfig(workload="cpu-mini", runs=2, leaderboard=False)
+    first = run_pipeline(config, tmp_path, only=("benchmark", "identify"))
+    benchmarked_at = first.stages["benchmark"].finished_at
+    assert [k.task_id for k in first.kernels] == [TASK]
+    resumed = run_pipeline(None, tmp_path, resume=first.folder, only=("optimize", "grade"))
+    assert resumed.stages["benchmark"].finished_at == benchmarked_at
+    assert resumed.stages["optimize"].status == "done" and resumed.kernel(TASK).final.outcome == "ok"
+    assert load_run(first.folder).stages["integrate"].status == "pending"
+
+
+def _trajectory_file(folder: Path, codes: list[str]) -> Path:
+    steps = [{"solution_code": code} for code in codes]
+    path = folder / "recorded.json"
+    path.write_text(json.dumps({"task_id": TASK, "iterations": steps}))
+    return path
+
+
+def test_the_loop_feeds_the_graders_verdict_back_keeps_the_best_and_stops_at_the_threshold(tmp_path):
+    recorded = _trajectory_file(tmp_path, [WRONG, SLOW, GOOD, WRONG])
+    config = RunConfig(workload="cpu-mini", runs=2, iterations=4, leaderboard=False, replay_from=str(recorded))
+    state = run_pipeline(config, tmp_path, only=("benchmark", "identify", "optimize"))
+    record = state.kernel(TASK)
+    outcomes = [i.grade.outcome for i in record.iterations]
+    assert outcomes == ["wrong_answer", "ok", "ok"], outcomes  # the fourth never ran: the third passed the threshold
+    assert "wrong on" in record.iterations[1].feedback and "max abs error" in record.iterations[1].feedback
+    assert "Correct on every shape" in record.iterations[2].feedback and "baseline" in record.iterations[2].feedback
+    assert record.best_iteration == 3 and Path(record.best_solution).read_text() == GOOD
+    assert record.stop_reason.startswith("score threshold")
+
+
+def test_the_same_failure_twice_stops_the_loop(tmp_path):
+    recorded = _trajectory_file(tmp_path, [WRONG])
+    config = RunConfig(workload="cpu-mini", runs=2, iterations=5, leaderboard=False, replay_from=str(recorded))
+    state = run_pipeline(config, tmp_path, only=("benchmark", "identify", "optimize", "grade"))
+    record = state.kernel(TASK)
+    assert len(record.iterations) == 2 and record.stop_reason == "the same failure twice in a row (wrong_answer)"
+    assert record.best_solution is None and state.stages["grade"].status == "skipped"
+
+
+def test_bad_settings_and_unknown_runs_are_one_line_errors(apex_cli, tmp_path):
+    wrong = apex_cli("run", "--workload", "cpu-mini", "--kernel-types", "cobol", "--results-dir", str(tmp_path))
+    assert wrong.returncode == 2 and "kernel type 'cobol'" in wrong.stderr and len(wrong.stderr.strip().splitlines()) == 1
+    unknown = apex_cli("run", "--workload", "no-such-model", "--results-dir", str(tmp_path))
+    assert unknown.returncode == 2 and "no-such-model" in unknown.stderr and not (tmp_path / "runs").exists()
+    nothing = apex_cli("run", "--resume", "latest", "--results-dir", str(tmp_path))
+    assert nothing.returncode == 2 and "no pipeline run" in nothing.stderr
+    stage = apex_cli("run", "--workload", "cpu-mini", "--stage", "polish", "--results-dir", str(tmp_path))
+    assert stage.returncode == 2 and "stage 'polish'" in stage.stderr

@@ -1,0 +1,38 @@
+"""The pipeline MCP server in memory: a whole cpu-mini run through one tool call, then its status,
+the leaderboard and the RL export through the others; mistakes come back as tool errors."""
+
+import asyncio
+from pathlib import Path
+
+from fastmcp import Client
+
+from servers.pipeline import mcp
+
+
+async def _call(name: str, arguments: dict):
+    async with Client(mcp) as client:
+        return await client.call_tool(name, arguments, raise_on_error=False)
+
+
+def test_run_pipeline_optimizes_cpu_mini_and_the_other_tools_read_the_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert asyncio.run(_call("list_runs", {})).structured_content == {"runs": []}
+    ran = asyncio.run(_call("run_pipeline", {"workload": "cpu-mini", "runs": 2, "iterations": 1}))
+    assert not ran.is_error, ran.content
+    run = ran.structured_content
+    assert [s["status"] for s in run["stages"]] == ["done"] * 8
+    assert run["kernels"][0]["integrated"] and run["model_reward"] > 0.7 and len(run["reports"]) == 2
+    status = asyncio.run(_call("pipeline_status", {"workload": "cpu-mini"})).structured_content
+    assert status["run_id"] == run["run_id"]
+    board = asyncio.run(_call("show_leaderboard", {})).structured_content
+    assert board["entries"][0]["task_id"] == "cpu-mini__rms_norm" and board["standings"][0]["agent"] == "replay"
+    exported = asyncio.run(_call("export_rl_dataset", {"output_dir": "export", "sft": True})).structured_content
+    assert exported["rows"]["sft"] == 1 and Path(exported["files"]["steps"]).is_file()
+
+
+def test_a_bad_workload_and_a_missing_run_are_errors_the_model_can_act_on(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    unknown = asyncio.run(_call("run_pipeline", {"workload": "no-such-model"}))
+    assert unknown.is_error and "no-such-model" in unknown.content[0].text
+    missing = asyncio.run(_call("pipeline_status", {}))
+    assert missing.is_error and "no pipeline run" in missing.content[0].text
