@@ -1,0 +1,92 @@
+"""Claude Code headless, offline: a request in plain words runs Apex's whole pipeline.
+
+``claude -p "Run the full optimization pipeline for cpu-mini with: ..."`` (the reference system's
+README prompt, on the CPU model) runs with the scripted model endpoint and our ``.mcp.json``. The
+script turns the words into ``run_pipeline``'s typed parameters; Claude Code calls the real
+apex-pipeline server, which benchmarks, identifies, optimizes (replay agent), grades, integrates,
+benchmarks again, scores and reports; the final message quotes what came back. The test checks
+the call's parameters, the run on disk (report, leaderboard, state) and the message.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from scripted_model import ScriptedModelServer, load_script
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TOOL = "mcp__apex-pipeline__run_pipeline"
+PROMPT = ("Run the full optimization pipeline for cpu-mini with: python kernels only, top 1 bottleneck kernel, "
+          "1 optimization iteration, at most 5 agent turns per iteration, replay agent backend, and the leaderboard on.")
+
+
+def test_a_plain_words_request_runs_the_whole_pipeline_through_mcp(npm_clients, client_env, run, tmp_path):
+    claude = npm_clients.bin("claude")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / ".venv").symlink_to(REPO_ROOT / ".venv", target_is_directory=True)
+    with ScriptedModelServer(load_script("run-pipeline-cpu-mini")) as endpoint:
+        env = {**client_env, "ANTHROPIC_BASE_URL": endpoint.url, "ANTHROPIC_API_KEY": "sk-apex-scripted"}
+        done = run([claude, "-p", PROMPT, "--mcp-config", str(REPO_ROOT / ".mcp.json"), "--strict-mcp-config",
+                    "--allowedTools", TOOL, "--output-format", "stream-json", "--verbose"], env, workspace, timeout=900)
+        finished = endpoint.finished
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    calls = [b for e in events if e["type"] == "assistant" for b in e["message"]["content"] if b["type"] == "tool_use"]
+    assert [c["name"] for c in calls] == [TOOL] and finished
+    assert calls[0]["input"]["kernel_types"] == ["python"] and calls[0]["input"]["top_k"] == 1
+    result = next(b for e in events if e["type"] == "user" for b in e["message"]["content"]
+                  if isinstance(b, dict) and b.get("type") == "tool_result")
+    assert not result.get("is_error"), result
+    content = result["content"]
+    reply = json.loads(content if isinstance(content, str) else content[0]["text"])
+    assert [s["status"] for s in reply["stages"]] == ["done"] * 8, reply["stages"]
+    folder = Path(reply["results_dir"])
+    assert folder.is_relative_to(workspace.resolve()) and (folder / "report.html").is_file()
+    with sqlite3.connect(workspace / "results" / "leaderboard.sqlite") as db:
+        assert db.execute("SELECT task_id, agent FROM entries").fetchall() == [("cpu-mini__rms_norm", "replay")]
+    final = events[-1]
+    assert final["type"] == "result" and final["subtype"] == "success" and final["permission_denials"] == []
+    assert f"Pipeline run {reply['run_id']} finished." in final["result"]
+    assert f"model reward {reply['model_reward']:.3f}" in final["result"], final["result"]
+    assert "benchmark-final done" in final["result"] and "integrated True" in final["result"]
+
+
+TRITON_PROMPT = "Optimize the rms_norm Triton kernel on MI355X. Write the solution to output/, grade it when done, and show the score breakdown."
+TRITON_TASK = "llama-3-1-8b-instruct__rms_norm"
+
+
+def test_the_triton_prompt_writes_a_solution_to_output_grades_it_and_shows_the_breakdown(npm_clients, client_env, run,
+                                                                                          tmp_path):
+    claude = npm_clients.bin("claude")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / ".venv").symlink_to(REPO_ROOT / ".venv", target_is_directory=True)
+    tools = ["Write", "mcp__apex-grader__grade_solution"]
+    with ScriptedModelServer(load_script("optimize-rms-norm-triton")) as endpoint:
+        env = {**client_env, "ANTHROPIC_BASE_URL": endpoint.url, "ANTHROPIC_API_KEY": "sk-apex-scripted"}
+        done = run([claude, "-p", TRITON_PROMPT, "--mcp-config", str(REPO_ROOT / ".mcp.json"), "--strict-mcp-config",
+                    "--allowedTools", ",".join(tools), "--output-format", "stream-json", "--verbose"], env, workspace,
+                   timeout=900)
+        finished = endpoint.finished
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    calls = [b for e in events if e["type"] == "assistant" for b in e["message"]["content"] if b["type"] == "tool_use"]
+    assert [c["name"] for c in calls] == tools and finished
+    solution = workspace / "output" / TRITON_TASK / "solution.py"
+    assert "@triton.jit" in solution.read_text()
+    results = {b["tool_use_id"]: b for e in events if e["type"] == "user" for b in e["message"]["content"]
+               if isinstance(b, dict) and b.get("type") == "tool_result"}
+    graded = results[calls[1]["id"]]
+    assert not graded.get("is_error"), graded
+    content = graded["content"]
+    verdict = json.loads(content if isinstance(content, str) else content[0]["text"])
+    assert verdict["outcome"] == "ok" and verdict["correct"] and Path(verdict["solution_path"]) == solution.resolve()
+    breakdown = verdict["score_breakdown"]
+    final = events[-1]
+    assert final["type"] == "result" and final["subtype"] == "success" and final["permission_denials"] == []
+    expected = (f"Score breakdown: compiled {breakdown['compiled']:g} + correct {breakdown['correct']:g} + "
+                f"speedup {breakdown['speedup']:.1f} = {verdict['score']:.1f}")
+    assert expected in final["result"], final["result"]
