@@ -5,10 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from apex_core.errors import UnknownNameError
 from apex_core.tasks.schema import Task
+
+
+class AgentToolCall(BaseModel):
+    """One tool the agent called, as its host reported it."""
+
+    name: str
+    arguments: str = Field(default="", description="the arguments as JSON, cut to 500 characters")
+    ok: bool | None = Field(default=None, description="whether the host reported success (None: not reported)")
+    result: str = Field(default="", description="the start of what the tool returned, cut to 300 characters")
 
 
 class AgentRun(BaseModel):
@@ -23,6 +32,11 @@ class AgentRun(BaseModel):
     summary: str = ""
     turns: int | None = None
     """Turns the agent took, where its backend reports them (None: not reported, e.g. the replay agent)."""
+    tool_calls: list[AgentToolCall] = Field(default_factory=list)
+    attempts: int = 1
+    """Sessions started: more than one when the host failed for reasons of its own (network, start-up)."""
+    infra_error: str = ""
+    """Non-empty when every attempt failed for the host's own reasons: not the agent's failure."""
 
 
 class Agent(Protocol):

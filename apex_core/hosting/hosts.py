@@ -70,6 +70,18 @@ def render_claude(python: str = PROJECT_PYTHON, gateway: bool = False) -> str:
     return json.dumps({"mcpServers": servers}, indent=2) + "\n"
 
 
+AGENT_SERVERS = ("apex-grader", "apex-source")
+"""What an optimizing agent run by the pipeline is given: grading and reading source and docs, not
+the servers that patch the environment or run pipelines (an agent must not start another)."""
+
+
+def render_agent_config(python: str, names: tuple[str, ...] = AGENT_SERVERS) -> str:
+    """An MCP config (Claude Code's and Cursor's format) with absolute paths, for an agent whose
+    working directory is its task's workspace rather than the repository."""
+    servers = {s.name: {"type": "stdio", **_stdio_entry(s, python)} for s in SERVERS if s.name in names}
+    return json.dumps({"mcpServers": servers}, indent=2) + "\n"
+
+
 def render_cursor(python: str = CURSOR_PYTHON, gateway: bool = False) -> str:
     servers = {s.name: _stdio_entry(s, python) for s in _selected(gateway)}
     return json.dumps({"mcpServers": servers}, indent=2) + "\n"

@@ -5,7 +5,8 @@ Each iteration's prompt is the task's prompt with what earlier runs learnt about
 family (the knowledge base) and the grader's verdict of the last solution (``reflection``). The
 agent works in ``<run>/output/<task>/`` and is judged only by the file it leaves there, graded out
 of process. A grading that ends in an infrastructure error is repeated and never counted against
-the agent. Every iteration is saved before the next starts (state, trajectory, knowledge), so a
+the agent; an agent session whose host failed (after the backend's own retries) spends no
+iteration: the kernel's loop stops there, and a resumed run starts that iteration again. Every iteration is saved before the next starts (state, trajectory, knowledge), so a
 resumed run goes on from the last finished one.
 
 Stop rules: the best score reaches the threshold; the same failure twice in a row; two
@@ -113,6 +114,9 @@ def optimize_kernel(state: RunState, record: KernelRecord, agent_for: Callable[[
         model = config.model_for(task.difficulty)
         report(f"{task.id}: iteration {index}/{config.iterations} ({config.agent}{' ' + model if model else ''})")
         run = agent_for(model).run(task, system, prompt, workspace, solution)
+        if run.infra_error:  # the host failed, not the agent: no iteration is spent or graded
+            why = f"the agent's host failed ({run.infra_error}); resume the run to try again"
+            break
         result, retries = grade_with_retries(task.id, solution, options)
         result_file = workspace / f"grade_iter{index}.json"
         result_file.write_text(result.model_dump_json(indent=2), encoding="utf-8")

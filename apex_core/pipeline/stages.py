@@ -16,6 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from apex_core.errors import ApexUserError
 from apex_core.grader.options import GradeOptions
 from apex_core.hardware.target import resolve_target
 from apex_core.pipeline.knowledge import KnowledgeBase
@@ -121,6 +122,9 @@ def optimize_stage(state: RunState, progress: Progress | None) -> str:
     with ThreadPoolExecutor(max_workers=config.parallel_kernels) as pool:
         for future in [pool.submit(one, record) for record in state.kernels]:
             future.result()
+    host_failures = [k for k in state.kernels if k.stop_reason.startswith("the agent's host failed")]
+    if host_failures:  # failed, so that a resumed run optimizes these kernels again
+        raise ApexUserError("; ".join(f"{k.task_id}: {k.stop_reason}" for k in host_failures))
     return "; ".join(f"{k.task_id}: best iteration {k.best_iteration or '-'} of {len(k.iterations)} ({k.stop_reason})"
                      for k in state.kernels)
 

@@ -90,3 +90,30 @@ def test_the_triton_prompt_writes_a_solution_to_output_grades_it_and_shows_the_b
     expected = (f"Score breakdown: compiled {breakdown['compiled']:g} + correct {breakdown['correct']:g} + "
                 f"speedup {breakdown['speedup']:.1f} = {verdict['score']:.1f}")
     assert expected in final["result"], final["result"]
+
+
+def test_apex_run_with_the_claude_backend_records_the_agents_tool_calls_in_its_trajectory(npm_clients, client_env, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    claude = Path(npm_clients.bin("claude"))
+    with ScriptedModelServer(load_script("optimize-cpu-mini-agent")) as endpoint:
+        env = {**client_env, "ANTHROPIC_BASE_URL": endpoint.url, "ANTHROPIC_API_KEY": "sk-apex-scripted",
+               "PATH": f"{claude.parent}{os.pathsep}{client_env['PATH']}", "PYTHONPATH": str(REPO_ROOT)}
+        done = subprocess.run([sys.executable, "-m", "apex_core.cli.main", "run", "--workload", "cpu-mini", "--agent", "claude",
+                               "--iterations", "1", "--max-turns", "4", "--runs", "2", "--results-dir", str(tmp_path), "--json"],
+                              env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)
+        finished = endpoint.finished
+    assert done.returncode == 0, done.stderr[-3000:]
+    state = json.loads(done.stdout)
+    assert [r["status"] for r in state["stages"].values()] == ["done"] * 8 and finished
+    (kernel,) = state["kernels"]
+    (iteration,) = kernel["iterations"]
+    agent = iteration["agent"]
+    assert agent["backend"] == "claude" and agent["wrote_solution"] and agent["turns"] == 2 and agent["attempts"] == 1
+    assert [(c["name"], c["ok"]) for c in agent["tool_calls"]] == [("Write", True)]
+    assert iteration["grade"]["outcome"] == "ok" and kernel["integrated"]
+    trajectory = json.loads(next((Path(state["results_dir"]) / "trajectories").glob("*.json")).read_text())
+    assert trajectory["iterations"][0]["agent"]["tool_calls"][0]["name"] == "Write"
+    assert "# Task cpu-mini__rms_norm" in trajectory["iterations"][0]["prompt"]

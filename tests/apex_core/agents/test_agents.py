@@ -12,7 +12,8 @@ from apex_core.errors import AgentUnavailableError, UnknownNameError
 from apex_core.tasks import get_task
 
 # A stand-in for the `claude` CLI at the one true edge (the LLM): it does what a successful
-# headless session does — writes the file the prompt names — and prints Claude Code's JSON result.
+# headless session does — writes the file the prompt names — and prints Claude Code's stream-json
+# events: the Write call, its result and the final result.
 FAKE_CLAUDE = textwrap.dedent(
     f"""\
     #!{sys.executable}
@@ -24,6 +25,10 @@ FAKE_CLAUDE = textwrap.dedent(
                     "    ms = (x.astype(np.float64) ** 2).mean(-1, keepdims=True)\\n"
                     "    return (x / np.sqrt(ms + eps) * weight).astype(np.float32)\\n")
     pathlib.Path("argv.json").write_text(json.dumps(sys.argv[1:]))
+    print(json.dumps({{"type": "assistant", "message": {{"content": [
+        {{"type": "tool_use", "id": "t1", "name": "Write", "input": {{"file_path": str(path)}}}}]}}}}))
+    print(json.dumps({{"type": "user", "message": {{"content": [
+        {{"type": "tool_result", "tool_use_id": "t1", "content": "File created"}}]}}}}))
     print(json.dumps({{"type": "result", "subtype": "success", "is_error": False, "num_turns": 4,
                       "result": "Wrote a vectorized RMSNorm.", "total_cost_usd": 0.0123, "session_id": "s"}}))
     """
@@ -74,12 +79,15 @@ def test_claude_runs_headless_in_the_workspace_and_its_account_is_recorded(tmp_p
     prompt = f"Write `{solution}` defining rms_norm."
     run = ClaudeCodeAgent(max_turns=7, model="claude-test").run(task, "system text", prompt, tmp_path, solution)
     assert run.wrote_solution and run.exit_code == 0
-    assert "4 turns" in run.summary and "$0.0123" in run.summary
+    assert "4 turns" in run.summary and "$0.0123" in run.summary and run.turns == 4 and run.attempts == 1
+    assert [(c.name, c.ok, c.result) for c in run.tool_calls] == [("Write", True, "File created")]
     argv = json.loads((tmp_path / "argv.json").read_text())
     assert argv[argv.index("--append-system-prompt") + 1] == "system text"
     assert argv[argv.index("--max-turns") + 1] == "7" and argv[argv.index("--model") + 1] == "claude-test"
-    assert argv[argv.index("--output-format") + 1] == "json"
-    assert Path(run.transcript_path).read_text().startswith('{"type": "result"')
+    assert argv[argv.index("--output-format") + 1] == "stream-json" and "--verbose" in argv
+    config = json.loads(Path(argv[argv.index("--mcp-config") + 1]).read_text())
+    assert sorted(config["mcpServers"]) == ["apex-grader", "apex-source"]  # never the patcher or the pipeline
+    assert Path(run.transcript_path).read_text().splitlines()[-1].startswith('{"type": "result"')
 
 
 def test_a_missing_claude_cli_is_a_clear_user_error(tmp_path, monkeypatch):
@@ -91,3 +99,47 @@ def test_a_missing_claude_cli_is_a_clear_user_error(tmp_path, monkeypatch):
 def test_unknown_backends_are_refused():
     with pytest.raises(UnknownNameError, match="agent backend"):
         make_agent("gpt-42")
+
+
+FLAKY_CLAUDE = textwrap.dedent(
+    f"""\
+    #!{sys.executable}
+    import json, os, pathlib, sys
+    count = pathlib.Path(os.environ["FAKE_CLAUDE_COUNT"])
+    calls = int(count.read_text()) + 1 if count.exists() else 1
+    count.write_text(str(calls))
+    mode = os.environ["FAKE_CLAUDE_MODE"]
+    if mode == "login":
+        print(json.dumps({{"type": "result", "is_error": True, "result": "Invalid API key · Please run /login"}}))
+        sys.exit(1)
+    if mode == "down" or calls == 1:
+        sys.stderr.write("API Error: Connection error.\\n")
+        sys.exit(1)
+    print(json.dumps({{"type": "result", "subtype": "success", "is_error": False, "num_turns": 1, "result": "done"}}))
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["flaky", "down", "login"])
+def test_host_failures_are_retried_and_never_the_agents_and_a_refused_login_stops(tmp_path, monkeypatch, mode):
+    from apex_core.agents import claude_code
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").write_text(FLAKY_CLAUDE)
+    (bin_dir / "claude").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_CLAUDE_COUNT", str(tmp_path / "count"))
+    monkeypatch.setenv("FAKE_CLAUDE_MODE", mode)
+    monkeypatch.setattr(claude_code, "RETRY_WAIT_S", (0.0,))
+    task = get_task("cpu-mini__rms_norm")
+    agent = ClaudeCodeAgent()
+    if mode == "login":
+        with pytest.raises(AgentUnavailableError, match="not logged in"):
+            agent.run(task, "s", "p", tmp_path, tmp_path / "solution.py")
+        return
+    run = agent.run(task, "s", "p", tmp_path, tmp_path / "solution.py")
+    if mode == "flaky":
+        assert run.attempts == 2 and run.infra_error == "" and run.turns == 1
+    else:
+        assert run.attempts == 1 + claude_code.HOST_RETRIES and "without a result" in run.infra_error
