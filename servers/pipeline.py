@@ -76,7 +76,8 @@ async def run_pipeline(
         min_length=1, max_length=4, description="Languages of the kernels to optimize, e.g. ['triton'] for Triton kernels only.")] = ["all"],  # noqa: B006
     iterations: Annotated[int, Field(ge=1, le=50, description="Agent iterations per kernel.")] = 3,
     max_turns: Annotated[int, Field(ge=1, le=500, description="Agent turns per iteration.")] = 25,
-    agent: Annotated[Literal["replay", "claude"], Field(description="replay (offline, our solutions) or claude.")] = "replay",
+    agent: Annotated[Literal["replay", "claude", "codex", "cursor"], Field(
+        description="replay (offline, our solutions), claude, codex or cursor.")] = "replay",
     agent_model: Annotated[str | None, Field(max_length=128, description="The agent's model.")] = None,
     score_threshold: Annotated[float, Field(gt=0, description="Kernel score that ends a kernel's iterations early.")] = 300.0,
     runs: Annotated[int, Field(ge=2, le=100, description="Benchmark runs and final-benchmark pairs.")] = 5,

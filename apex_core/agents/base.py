@@ -52,7 +52,7 @@ def preflight(agent: Agent, task: Task, solution_path: Path) -> None:
         check(task, solution_path)
 
 
-BACKENDS = ("dry-run", "replay", "claude")
+BACKENDS = ("dry-run", "replay", "claude", "codex", "cursor")
 
 
 def make_agent(
@@ -71,4 +71,12 @@ def make_agent(
         return ReplayAgent(replay_from)
     if name == "claude":
         return ClaudeCodeAgent(model=model, max_turns=max_turns, timeout_s=timeout_s)
+    if name == "codex":
+        from apex_core.agents.codex import CodexAgent
+
+        return CodexAgent(model=model, max_turns=max_turns, timeout_s=timeout_s)
+    if name == "cursor":
+        from apex_core.agents.cursor import CursorAgent
+
+        return CursorAgent(model=model, max_turns=max_turns, timeout_s=timeout_s)
     raise UnknownNameError("agent backend", name, BACKENDS)

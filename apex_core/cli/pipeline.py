@@ -36,7 +36,7 @@ def run_command(
     iterations: Annotated[int, typer.Option(help="Agent iterations per kernel.")] = 3,
     max_turns: Annotated[int, typer.Option(help="Agent turns per iteration.")] = 25,
     score_threshold: Annotated[float, typer.Option(help="A kernel score that ends a kernel's iterations early.")] = 300.0,
-    agent: Annotated[str, typer.Option(help="Agent backend: replay (offline, no login) or claude.")] = "replay",
+    agent: Annotated[str, typer.Option(help="Agent backend: replay (offline, no login), claude, codex or cursor.")] = "replay",
     agent_model: Annotated[Optional[str], typer.Option(help="The agent's model.")] = None,
     agent_model_simple: Annotated[Optional[str], typer.Option(help="Model for difficulty-1 tasks.")] = None,
     agent_model_complex: Annotated[Optional[str], typer.Option(help="Model for difficulty-3 tasks.")] = None,

@@ -9,8 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from apex_core.score import INTEGRATION_THRESHOLD
 
-AGENTS = ("replay", "claude")
-"""Codex and Cursor backends come next (issue 18)."""
+AGENTS = ("replay", "claude", "codex", "cursor")
 KERNEL_TYPES = ("triton", "hip", "python", "all")
 """The languages a selected kernel's task may be written in (``task.language``): "triton kernels
 only" keeps the hot kernels whose task an agent writes in Triton."""
@@ -29,7 +28,7 @@ class RunConfig(BaseModel):
     iterations: int = Field(default=3, ge=1, le=50, description="agent iterations per kernel")
     max_turns: int = Field(default=25, ge=1, le=500, description="agent turns per iteration")
     score_threshold: float = Field(default=DEFAULT_SCORE_THRESHOLD, gt=0)
-    agent: Literal["replay", "claude"] = "replay"
+    agent: Literal["replay", "claude", "codex", "cursor"] = "replay"
     agent_model: str | None = None
     agent_model_simple: str | None = Field(default=None, description="model for difficulty-1 tasks (default: agent_model)")
     agent_model_complex: str | None = Field(default=None, description="model for difficulty-3 tasks (default: agent_model)")

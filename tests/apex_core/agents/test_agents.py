@@ -122,7 +122,7 @@ FLAKY_CLAUDE = textwrap.dedent(
 
 @pytest.mark.parametrize("mode", ["flaky", "down", "login"])
 def test_host_failures_are_retried_and_never_the_agents_and_a_refused_login_stops(tmp_path, monkeypatch, mode):
-    from apex_core.agents import claude_code
+    from apex_core.agents import headless
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -131,7 +131,7 @@ def test_host_failures_are_retried_and_never_the_agents_and_a_refused_login_stop
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_CLAUDE_COUNT", str(tmp_path / "count"))
     monkeypatch.setenv("FAKE_CLAUDE_MODE", mode)
-    monkeypatch.setattr(claude_code, "RETRY_WAIT_S", (0.0,))
+    monkeypatch.setattr(headless, "RETRY_WAIT_S", (0.0,))
     task = get_task("cpu-mini__rms_norm")
     agent = ClaudeCodeAgent()
     if mode == "login":
@@ -142,4 +142,4 @@ def test_host_failures_are_retried_and_never_the_agents_and_a_refused_login_stop
     if mode == "flaky":
         assert run.attempts == 2 and run.infra_error == "" and run.turns == 1
     else:
-        assert run.attempts == 1 + claude_code.HOST_RETRIES and "without a result" in run.infra_error
+        assert run.attempts == 1 + headless.HOST_RETRIES and "without a result" in run.infra_error

@@ -1,0 +1,115 @@
+"""What the headless agent backends (Claude Code, Codex, Cursor) share: one session of a CLI in the
+workspace under a wall-clock limit, its JSON-lines output, the transcript kept, and sessions that
+failed for the host's own reasons started again.
+
+A backend says how to read its events: the tool calls, the turns, the final message, and whether
+a failed session was the host's fault (an API or network error, no result at all: retried, and
+never counted against the agent) or a refused login (the user's to fix: the run stops). Running
+past the wall-clock limit is the agent's own failure and is not retried.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from apex_core.agents.base import AgentRun, AgentToolCall
+from apex_core.errors import AgentUnavailableError
+
+HOST_RETRIES = 2
+RETRY_WAIT_S: tuple[float, ...] = (2.0, 10.0)
+
+
+@dataclass
+class Session:
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    """None when the wall-clock limit ended it."""
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    events = []
+    for line in text.splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def run_session(argv: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None) -> Session:
+    try:
+        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout_s,
+                              env=env if env is not None else os.environ.copy(), check=False)
+        return Session(done.stdout, done.stderr, done.returncode, json_lines(done.stdout))
+    except subprocess.TimeoutExpired as exc:
+        stdout = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        return Session(stdout, f"timed out after {timeout_s:g} s (the agent's time limit)", None, json_lines(stdout))
+
+
+@dataclass
+class Reading:
+    """A backend's account of one session."""
+
+    tool_calls: list[AgentToolCall]
+    turns: int | None
+    summary: str
+    host_failure: str = ""
+    """Why the session failed for the host's own reasons, or ""."""
+    login_refused: bool = False
+
+
+def run_agent(backend: str, start: Callable[[], Session], read: Callable[[Session], Reading], solution_path: Path,
+              transcript: Path, login_hint: str) -> AgentRun:
+    """Run sessions until one does not fail for the host's reasons (at most 1 + HOST_RETRIES)."""
+    before = solution_path.stat().st_mtime_ns if solution_path.exists() else None
+    started = time.monotonic()
+    attempts = 0
+    while True:
+        attempts += 1
+        session = start()
+        with transcript.open("a", encoding="utf-8") as log:
+            log.write(session.stdout if session.stdout.endswith("\n") or not session.stdout else session.stdout + "\n")
+        reading = read(session)
+        if reading.login_refused:
+            raise AgentUnavailableError(login_hint)
+        if not reading.host_failure or attempts > HOST_RETRIES:
+            break
+        time.sleep(RETRY_WAIT_S[min(attempts - 1, len(RETRY_WAIT_S) - 1)])
+    after = solution_path.stat().st_mtime_ns if solution_path.exists() else None
+    return AgentRun(backend=backend, solution_path=str(solution_path), wrote_solution=after is not None and after != before,
+                    elapsed_s=round(time.monotonic() - started, 3), exit_code=session.exit_code,
+                    transcript_path=str(transcript), summary=reading.summary or session.stderr.strip()[-500:],
+                    turns=reading.turns, tool_calls=reading.tool_calls, attempts=attempts, infra_error=reading.host_failure)
+
+
+def last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no output"
+
+
+def says_login_refused(text: str) -> bool:
+    lowered = text.lower()
+    return any(word in lowered for word in ("invalid api key", "please run /login", "authentication_error", "not logged in",
+                                            "401 unauthorized", "status 401", "login required", "please log in",
+                                            "authentication required", "agent login"))
+
+
+TRANSIENT = ("api error", "connection", "stream disconnected", "reconnecting", "waiting for network", "rate limit", "overloaded",
+             " 500", " 502", " 503", " 529", "internal server error", "econnreset")
+"""Words of an error the host, not the agent, caused; such a session is started again."""
+
+
+def transient(text: str) -> bool:
+    lowered = text.lower()
+    return any(word in lowered for word in TRANSIENT)
