@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from apex_core.cli.output import JsonOption, console, print_json, progress_reporter
+from apex_core.cli.output import JsonOption, console, print_json
 
 ResultsOption = Annotated[Path, typer.Option("--results-dir", help="Results folder: runs go to <dir>/runs/<run-id>.")]
 RunOption = Annotated[Optional[Path], typer.Option("--run", help="A run folder (results/runs/<run-id>); default: the newest run.")]
@@ -79,8 +79,11 @@ def run_command(
         except ValidationError as error:
             first = error.errors()[0]
             raise ApexUserError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
-    with progress_reporter("run") as progress:
-        state = run_pipeline(config, results_dir, resume=resume_dir, only=_split(stage) or None, progress=progress)
+    from apex_core.cli.live_run import live_run
+
+    with live_run("run") as (progress, on_save):
+        state = run_pipeline(config, results_dir, resume=resume_dir, only=_split(stage) or None, progress=progress,
+                             on_save=on_save)
     _show(state, as_json)
 
 
@@ -102,9 +105,11 @@ def _stage_command(stage: str):  # noqa: ANN202
         from apex_core.pipeline.runner import run_pipeline
         from apex_core.pipeline.state import latest_run
 
+        from apex_core.cli.live_run import live_run
+
         folder = run or latest_run(results_dir).folder
-        with progress_reporter(stage) as progress:
-            state = run_pipeline(None, results_dir, resume=folder, only=(stage,), progress=progress)
+        with live_run(stage) as (progress, on_save):
+            state = run_pipeline(None, results_dir, resume=folder, only=(stage,), progress=progress, on_save=on_save)
         _show(state, as_json)
 
     command.__name__ = f"{stage}_command"

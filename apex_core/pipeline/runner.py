@@ -11,7 +11,7 @@ them itself, and a run stopped between integrate and benchmark-final restores he
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from apex_core.errors import ApexUserError
@@ -30,9 +30,11 @@ def check_stages(names: Iterable[str]) -> tuple[str, ...]:
 
 
 def run_pipeline(config: RunConfig | None, results_root: Path, *, resume: Path | None = None,
-                 only: Iterable[str] | None = None, progress: Progress | None = None) -> RunState:
+                 only: Iterable[str] | None = None, progress: Progress | None = None,
+                 on_save: Callable[[RunState], None] | None = None) -> RunState:
     """Start a run of ``config`` (or resume the run in ``resume``) and take it as far as it goes.
-    ``only``: run just these stages (again, even if done), e.g. ("report",)."""
+    ``only``: run just these stages (again, even if done), e.g. ("report",); ``on_save``: told
+    after every change of the state (a live view)."""
     chosen = check_stages(only) if only is not None else None
     if resume is not None:
         state = load_run(resume)
@@ -43,6 +45,7 @@ def run_pipeline(config: RunConfig | None, results_root: Path, *, resume: Path |
         state = new_run(config, results_root)
     else:
         raise ApexUserError("give --workload to start a run, or --resume RUN_DIR to go on with one")
+    state.observe(on_save)
     report = reporter(progress)
     todo = [n for n in STAGES if (n in chosen if chosen is not None else state.stages[n].status not in ("done", "skipped"))]
     try:

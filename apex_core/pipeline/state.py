@@ -7,9 +7,10 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 from pathlib import Path
+from collections.abc import Callable
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from apex_core.agents.base import AgentRun
 from apex_core.errors import ApexUserError
@@ -87,13 +88,20 @@ class RunState(BaseModel):
     final: dict[str, object] = Field(default_factory=dict, description="the benchmark-final stage's figures and file")
     summary: dict[str, object] = Field(default_factory=dict, description="the score stage's results")
     reports: list[str] = Field(default_factory=list)
+    _on_save: Callable[[RunState], None] | None = PrivateAttr(default=None)
+    """Told after every save (the CLI's live table); never part of the state file."""
 
     @property
     def folder(self) -> Path:
         return Path(self.results_dir)
 
+    def observe(self, on_save: Callable[[RunState], None] | None) -> None:
+        self._on_save = on_save
+
     def save(self) -> None:
         atomic_write(self.folder / STATE_FILE, (self.model_dump_json(indent=1) + "\n").encode())
+        if self._on_save is not None:
+            self._on_save(self)
 
     def kernel(self, task_id: str) -> KernelRecord:
         return next(k for k in self.kernels if k.task_id == task_id)

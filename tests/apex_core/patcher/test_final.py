@@ -57,7 +57,7 @@ import torch
 
 
 def rotary_embedding(positions, q, k, cos_sin_cache):
-    time.sleep(0.02)  # correct, and far too slow for the model
+    time.sleep(0.2)  # correct, and far too slow for the model: seconds per step where the original takes a tenth
     half = cos_sin_cache.shape[-1] // 2
     rows = cos_sin_cache.index_select(0, positions).to(torch.float32)
     cos, sin = rows[:, None, :half], rows[:, None, half:]
