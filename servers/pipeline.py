@@ -130,6 +130,33 @@ async def list_runs() -> RunList:
     return await anyio.to_thread.run_sync(read)
 
 
+class Experiments(BaseModel):
+    knowledge_base: str
+    families: list[dict[str, Any]] = Field(description="per kernel family and target: experiments, correct, best speedup")
+    insights: list[str] = Field(description="for the kernel asked about: what worked and failed (the lines agents get)")
+
+
+@mcp.tool(annotations=READ_ONLY)
+@user_errors_as_tool_errors
+async def past_experiments(
+    kernel: Annotated[str | None, Field(max_length=64, description="A kernel family, e.g. rms_norm; none: every family.")] = None,
+    language: Annotated[Literal["triton", "hip", "python"], Field(description="Language of the solutions to learn from.")] = "triton",
+    target: Annotated[str | None, Field(max_length=32, description="GPU target, e.g. gfx950; default: this machine's.")] = None,
+) -> Experiments:
+    """What earlier optimization runs on this machine learnt, from the grader's verdicts: per kernel family the
+    experiments and best speedup with its strategies, and for one family what worked and what failed. Use it
+    before optimizing a kernel, to start from what is known."""
+    def read() -> Experiments:
+        from apex_core.hardware.target import resolve_target
+        from apex_core.pipeline.knowledge import KnowledgeBase
+
+        base = KnowledgeBase()
+        lines = base.insights(kernel, language, resolve_target(target).arch) if kernel else []
+        return Experiments(knowledge_base=str(base.path), families=base.families(), insights=lines)
+
+    return await anyio.to_thread.run_sync(read)
+
+
 class LeaderboardView(BaseModel):
     standings: list[Standing]
     entries: list[dict[str, Any]]

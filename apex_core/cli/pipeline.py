@@ -21,6 +21,7 @@ def register(app: typer.Typer) -> None:
     app.command("list-kernels")(list_kernels_command)
     app.command("leaderboard")(leaderboard_command)
     app.command("export-rl")(export_rl_command)
+    app.command("knowledge")(knowledge_command)
 
 
 def _split(value: str | None) -> tuple[str, ...]:
@@ -178,3 +179,34 @@ def export_rl_command(
     for name, path in summary.files.items():
         console.print(f"{name}: {summary.rows[name]} rows in {path}", highlight=False)
     console.print(f"from {len(summary.runs)} run(s); provenance in {Path(summary.output) / 'metadata.json'}", highlight=False)
+
+
+def knowledge_command(
+    kernel: Annotated[Optional[str], typer.Option(help="A kernel family (e.g. rms_norm): what worked and failed for it.")] = None,
+    language: Annotated[str, typer.Option(help="The language of the solutions to learn from (triton, hip, python).")] = "triton",
+    gpu: Annotated[Optional[str], typer.Option(help="The target (default: this machine's).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """What past experiments on this machine learnt: per kernel family and target, or the lines an agent gets for one."""
+    from apex_core.hardware.target import resolve_target
+    from apex_core.pipeline.knowledge import KnowledgeBase
+
+    base = KnowledgeBase()
+    if kernel is None:
+        families = base.families()
+        if as_json:
+            print_json({"path": str(base.path), "families": families})
+            return
+        if not families:
+            console.print(f"no experiments yet in {base.path}: 'apex run' records every graded iteration")
+        for f in families:
+            best = f"{f['best_speedup']:.2f}x ({f['best_strategies'] or 'no named strategy'})" if f["best_speedup"] else "none correct"
+            console.print(f"{f['kernel']} on {f['target']}: {f['experiments']} experiments, {f['correct']} correct, best {best}",
+                          highlight=False)
+        return
+    target = resolve_target(gpu).arch
+    lines = base.insights(kernel, language, target)
+    if as_json:
+        print_json({"kernel": kernel, "language": language, "target": target, "insights": lines})
+        return
+    console.print("\n".join(lines) or f"nothing recorded yet for {kernel} on {target}", highlight=False)

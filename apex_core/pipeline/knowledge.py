@@ -100,3 +100,15 @@ class KnowledgeBase:
     def rows(self) -> int:
         with closing(self._connect()) as db:
             return int(db.execute("SELECT COUNT(*) FROM outcomes").fetchone()[0])
+
+    def families(self) -> list[dict[str, object]]:
+        """Per kernel family and target: experiments, correct ones, the best speedup and its strategies."""
+        with closing(self._connect()) as db:
+            rows = db.execute(
+                "SELECT kernel, target, COUNT(*), SUM(correct), MAX(CASE WHEN correct = 1 THEN speedup END) FROM outcomes "
+                "GROUP BY kernel, target ORDER BY kernel, target").fetchall()
+            best = {(k, t): s for k, t, s in db.execute(
+                "SELECT kernel, target, strategies FROM outcomes o WHERE correct = 1 AND speedup = (SELECT MAX(speedup) FROM "
+                "outcomes WHERE kernel = o.kernel AND target = o.target AND correct = 1)").fetchall()}
+        return [{"kernel": k, "target": t, "experiments": n, "correct": int(c or 0), "best_speedup": b,
+                 "best_strategies": best.get((k, t), "")} for k, t, n, c, b in rows]
