@@ -63,9 +63,7 @@ class CodexAgent:
                 "--sandbox", "workspace-write", "-c", 'approval_policy="never"', *mcp_overrides(sys.executable)]
         if self.model:
             argv += ["--model", self.model]
-        guidance = (f"{system}\n\nFinish within {self.max_turns} actions (commands, edits and tool calls); "
-                    "stop once your solution is graded.")
-        return [*argv, f"{guidance}\n\n{prompt}"]
+        return [*argv, headless.one_prompt(system, prompt, f"{self.max_turns} actions (commands, edits and tool calls)")]
 
     def preflight(self, task: Task, solution_path: Path) -> None:
         if shutil.which(self.executable) is None:

@@ -43,8 +43,7 @@ class CursorAgent:
                 "--workspace", str(workspace)]
         if self.model:
             argv += ["--model", self.model]
-        guidance = (f"{system}\n\nFinish within {self.max_turns} tool calls; stop once your solution is graded.")
-        return [*argv, f"{guidance}\n\n{prompt}"]
+        return [*argv, headless.one_prompt(system, prompt, f"{self.max_turns} tool calls")]
 
     def preflight(self, task: Task, solution_path: Path) -> None:
         if shutil.which(self.executable) is None:

@@ -93,6 +93,12 @@ def run_agent(backend: str, start: Callable[[], Session], read: Callable[[Sessio
                     turns=reading.turns, tool_calls=reading.tool_calls, attempts=attempts, infra_error=reading.host_failure)
 
 
+def one_prompt(system: str, prompt: str, limit: str) -> str:
+    """The system prompt, the turn limit and the task prompt as one, for hosts without a system
+    prompt or a turn limit of their own (Codex, Cursor): the limit is stated, time is enforced."""
+    return f"{system}\n\nFinish within {limit}; stop once your solution is graded.\n\n{prompt}"
+
+
 def last_line(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1][:300] if lines else "no output"
