@@ -88,6 +88,16 @@ def identify_stage(state: RunState, progress: Progress | None) -> str:
             + (f"; left out: {', '.join(skipped)}" if skipped else ""))
 
 
+def grading_devices(kernels: int) -> list[str | None]:
+    """The GPU each kernel's gradings run on: round robin over this machine's GPUs, so kernels
+    optimized in parallel spread over them (one grading per GPU at a time: ``optimize``'s locks);
+    None (the grader's default) without GPUs."""
+    from apex_core.grader.devices import gpu_count
+
+    count = gpu_count()
+    return [f"cuda:{i % count}" if count else None for i in range(kernels)]
+
+
 def optimize_stage(state: RunState, progress: Progress | None) -> str:
     from apex_core.agents.base import make_agent
 
@@ -113,14 +123,16 @@ def optimize_stage(state: RunState, progress: Progress | None) -> str:
             state.save()
 
     done = [0]
+    devices = grading_devices(len(state.kernels))
 
-    def one(record: KernelRecord) -> None:
-        optimize_kernel(state, record, agent_for, target, knowledge, GradeOptions(), save,
+    def one(position: int, record: KernelRecord) -> None:
+        options = GradeOptions(device=devices[position] if get_task(record.task_id).needs_gpu else None)
+        optimize_kernel(state, record, agent_for, target, knowledge, options, save,
                         lambda message: report(done[0] / len(state.kernels), message))
         done[0] += 1
 
     with ThreadPoolExecutor(max_workers=config.parallel_kernels) as pool:
-        for future in [pool.submit(one, record) for record in state.kernels]:
+        for future in [pool.submit(one, position, record) for position, record in enumerate(state.kernels)]:
             future.result()
     host_failures = [k for k in state.kernels if k.stop_reason.startswith("the agent's host failed")]
     if host_failures:  # failed, so that a resumed run optimizes these kernels again

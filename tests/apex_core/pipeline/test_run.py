@@ -97,3 +97,13 @@ def test_bad_settings_and_unknown_runs_are_one_line_errors(apex_cli, tmp_path):
     assert nothing.returncode == 2 and "no pipeline run" in nothing.stderr
     stage = apex_cli("run", "--workload", "cpu-mini", "--stage", "polish", "--results-dir", str(tmp_path))
     assert stage.returncode == 2 and "stage 'polish'" in stage.stderr
+
+
+def test_kernels_optimized_in_parallel_spread_their_gradings_over_the_gpus(monkeypatch):
+    from apex_core.grader import devices
+    from apex_core.pipeline.stages import grading_devices
+
+    monkeypatch.setattr(devices, "gpu_count", lambda: 2)
+    assert grading_devices(3) == ["cuda:0", "cuda:1", "cuda:0"]
+    monkeypatch.setattr(devices, "gpu_count", lambda: 0)
+    assert grading_devices(2) == [None, None]
