@@ -22,6 +22,7 @@ def register(app: typer.Typer) -> None:
     app.command("leaderboard")(leaderboard_command)
     app.command("export-rl")(export_rl_command)
     app.command("knowledge")(knowledge_command)
+    app.command("optimize-kernel")(optimize_kernel_command)
 
 
 def _split(value: str | None) -> tuple[str, ...]:
@@ -210,3 +211,36 @@ def knowledge_command(
         print_json({"kernel": kernel, "language": language, "target": target, "insights": lines})
         return
     console.print("\n".join(lines) or f"nothing recorded yet for {kernel} on {target}", highlight=False)
+
+
+def optimize_kernel_command(
+    task: Annotated[str, typer.Option("--task", help="The task to optimize (apex tasks list; apex tasks new makes one for any kernel).")],
+    iterations: Annotated[int, typer.Option(help="Agent iterations.")] = 3,
+    max_turns: Annotated[int, typer.Option(help="Agent turns per iteration.")] = 25,
+    score_threshold: Annotated[float, typer.Option(help="A score that ends the iterations early.")] = 300.0,
+    agent: Annotated[str, typer.Option(help="Agent backend: replay, claude, codex or cursor.")] = "replay",
+    agent_model: Annotated[Optional[str], typer.Option(help="The agent's model.")] = None,
+    replay_from: Annotated[Optional[Path], typer.Option(help="Replay agent: trajectories to replay.")] = None,
+    gpu: Annotated[Optional[str], typer.Option(help="Target architecture for the prompts (default: this machine's).")] = None,
+    leaderboard: Annotated[bool, typer.Option("--leaderboard/--no-leaderboard", help="Add the result to the leaderboard.")] = True,
+    results_dir: ResultsOption = Path("results"),
+    as_json: JsonOption = False,
+) -> None:
+    """The agent loop on one task, without a workload: iterations, a fresh grading of the best solution, score, report."""
+    from pydantic import ValidationError
+
+    from apex_core.cli.live_run import live_run
+    from apex_core.errors import ApexUserError
+    from apex_core.pipeline.config import RunConfig
+    from apex_core.pipeline.runner import run_pipeline
+
+    try:
+        config = RunConfig(workload=task, tasks=(task,), iterations=iterations, max_turns=max_turns, score_threshold=score_threshold,
+                           agent=agent, agent_model=agent_model, replay_from=str(replay_from) if replay_from else None,
+                           gpu=gpu, leaderboard=leaderboard)
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise ApexUserError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
+    with live_run("optimize-kernel") as (progress, on_save):
+        state = run_pipeline(config, results_dir, progress=progress, on_save=on_save)
+    _show(state, as_json)

@@ -20,7 +20,9 @@ DEFAULT_SCORE_THRESHOLD = 300.0
 class RunConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    workload: str = Field(description="workload id, e.g. cpu-mini or llama-3-1-8b-instruct")
+    workload: str = Field(description="workload id, e.g. cpu-mini or llama-3-1-8b-instruct; with tasks, a label")
+    tasks: tuple[str, ...] = Field(default=(), description="optimize these tasks instead of a workload's hot kernels "
+                                                          "(apex optimize-kernel): no benchmark, profile or integration")
     kernels: tuple[str, ...] = Field(default=(), description="kernel stacks the workload runs with (liger, fla)")
     layers: int | None = Field(default=None, ge=1)
     top_k: int = Field(default=3, ge=1, le=50, description="bottleneck kernels to optimize")

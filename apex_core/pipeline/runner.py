@@ -41,7 +41,13 @@ def run_pipeline(config: RunConfig | None, results_root: Path, *, resume: Path |
     elif config is not None:
         from apex_core.workloads import get_workload
 
-        get_workload(config.workload)  # an unknown workload fails before a run folder exists
+        if config.tasks:
+            from apex_core.tasks import get_task
+
+            for task_id in config.tasks:  # an unknown task fails before a run folder exists
+                get_task(task_id)
+        else:
+            get_workload(config.workload)  # an unknown workload fails before a run folder exists
         state = new_run(config, results_root)
     else:
         raise ApexUserError("give --workload to start a run, or --resume RUN_DIR to go on with one")

@@ -44,6 +44,8 @@ def workload_spec(state: RunState) -> WorkloadSpec:
 def benchmark_stage(state: RunState, progress: Progress | None) -> str:
     from apex_core.workloads.runner import benchmark
 
+    if state.config.tasks:
+        raise Skip("optimizing the given tasks alone: no workload to measure")
     result = benchmark(workload_spec(state), state.config.runs, cache_hours=state.config.cache_hours,
                        results_dir=state.folder / BENCHMARK_DIR, progress=progress)
     state.baseline = {"tokens_per_s": result.tokens_per_s, "cv": result.cv, "runs": [r.tokens_per_s for r in result.runs],
@@ -57,6 +59,9 @@ def identify_stage(state: RunState, progress: Progress | None) -> str:
     from apex_core.analysis.identify_run import identify_run
     from apex_core.analysis.profile_run import profile_workload
 
+    if state.config.tasks:
+        state.kernels = [_given(task_id, rank) for rank, task_id in enumerate(state.config.tasks, start=1)]
+        return "the given task(s): " + ", ".join(state.config.tasks)
     report = reporter(progress)
     _, run_dir = profile_workload(workload_spec(state), state.folder / PROFILE_DIR,
                                   progress=lambda f, m: report(0.5 * f, m))
@@ -96,6 +101,12 @@ def grading_devices(kernels: int) -> list[str | None]:
 
     count = gpu_count()
     return [f"cuda:{i % count}" if count else None for i in range(kernels)]
+
+
+def _given(task_id: str, rank: int) -> KernelRecord:
+    task = get_task(task_id)
+    return KernelRecord(task_id=task.id, kernel=task.kernel, language=task.language, difficulty=task.difficulty, rank=rank,
+                        kernel_name=f"the task's baseline ({task.baseline})", device_time_share=0.0)
 
 
 def optimize_stage(state: RunState, progress: Progress | None) -> str:
@@ -163,6 +174,8 @@ def grade_stage(state: RunState, progress: Progress | None) -> str:
 def integrate_stage(state: RunState, progress: Progress | None) -> str:
     from apex_core.patcher.integrate import integrate
 
+    if state.config.tasks:
+        raise Skip("optimizing the given tasks alone: nothing is integrated into a model")
     if not any(k.final for k in state.kernels):
         raise Skip("nothing was graded to integrate")
     report = integrate(state.folder / GRADINGS_DIR, state.config.min_speedup, patch_results_root=state.folder,

@@ -107,3 +107,15 @@ def test_kernels_optimized_in_parallel_spread_their_gradings_over_the_gpus(monke
     assert grading_devices(3) == ["cuda:0", "cuda:1", "cuda:0"]
     monkeypatch.setattr(devices, "gpu_count", lambda: 0)
     assert grading_devices(2) == [None, None]
+
+
+def test_optimize_kernel_runs_the_agent_loop_on_one_task_without_a_workload(apex_cli, tmp_path):
+    done = apex_cli("optimize-kernel", "--task", TASK, "--iterations", "2", "--results-dir", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    state = json.loads(done.stdout)
+    status = {name: record["status"] for name, record in state["stages"].items()}
+    assert status == {"benchmark": "skipped", "identify": "done", "optimize": "done", "grade": "done", "integrate": "skipped",
+                      "benchmark-final": "skipped", "score": "done", "report": "done"}
+    assert state["kernels"][0]["final"]["outcome"] == "ok" and (Path(state["results_dir"]) / "report.html").is_file()
+    unknown = apex_cli("optimize-kernel", "--task", "nope__rms_norm", "--results-dir", str(tmp_path))
+    assert unknown.returncode == 2 and "nope__rms_norm" in unknown.stderr
