@@ -10,6 +10,8 @@ them itself, and a run stopped between integrate and benchmark-final restores he
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -53,6 +55,10 @@ def run_pipeline(config: RunConfig | None, results_root: Path, *, resume: Path |
         raise ApexUserError("give --workload to start a run, or --resume RUN_DIR to go on with one")
     state.observe(on_save)
     report = reporter(progress)
+    previous_sigterm = None
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM's default ends the process without unwinding; as SystemExit the run restores its patches.
+        previous_sigterm = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     todo = [n for n in STAGES if (n in chosen if chosen is not None else state.stages[n].status not in ("done", "skipped"))]
     try:
         for position, name in enumerate(todo):
@@ -83,4 +89,10 @@ def run_pipeline(config: RunConfig | None, results_root: Path, *, resume: Path |
             from apex_core.patcher import restore
 
             restore()
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
     return state
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
