@@ -85,7 +85,7 @@ def run_pipeline(config: RunConfig | None, results_root: Path, *, resume: Path |
                 state.save()
             report(high, f"{name}: {record.status}: {record.summary}")
     finally:
-        if chosen is None and state.stages["integrate"].status == "done":  # a lone integrate stage keeps its patches
+        if chosen is None and state.stages["integrate"].status in ("done", "failed"):  # a lone integrate stage keeps its patches
             from apex_core.patcher import restore
 
             restore()
