@@ -85,6 +85,7 @@ def identify_stage(state: RunState, progress: Progress | None) -> str:
         chosen.append(KernelRecord(task_id=task.id, kernel=task.kernel, language=task.language, difficulty=task.difficulty,
                                    rank=kernel.rank, kernel_name=kernel.name, device_time_share=kernel.device_time_share))
     state.kernels = chosen
+    skipped = list(dict.fromkeys(skipped))  # one line per task and reason, not one per profiled kernel (8 GEMMs of one task)
     if not chosen:
         raise Skip(f"none of the {len(found.kernels)} profiled kernels has a task to optimize here"
                    + (f" (left out: {', '.join(skipped)})" if skipped else ""))
