@@ -273,7 +273,7 @@ def paired_bars(title: str, names: tuple[str, str], pairs: Sequence[tuple[float,
 def line_chart(title: str, series: Sequence[tuple[str, Sequence[tuple[int, float | None]]]], x_title: str, y_title: str,
                reference: tuple[float, str] | None, caption: str) -> Plot:
     """A line per named series over integer x values; a None value breaks its line."""
-    width, height, left, top, bottom, right = 760, 330, 70, 40, 280, 210
+    width, height, left, top, bottom, right = 820, 330, 70, 40, 280, 260  # the legend: task ids of ~34 characters
     canvas = Canvas(width, height, title)
     ys = [y for _, points in series for _, y in points if y is not None] + ([reference[0]] if reference else [])
     last = max((x for _, points in series for x, _ in points), default=1)
