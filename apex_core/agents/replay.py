@@ -47,7 +47,8 @@ class ReplayAgent:
 
     def run(self, task: Task, system: str, prompt: str, workspace: Path, solution_path: Path) -> AgentRun:
         started = time.monotonic()
-        index = self._calls.get(task.id, 0)
+        # The iterations already kept in this workspace count too: a resumed run goes on with the next solution.
+        index = max(self._calls.get(task.id, 0), len(list(solution_path.parent.glob("solution_iter*"))))
         code, origin = self._solution_for(task, index)
         self._calls[task.id] = index + 1
         solution_path.parent.mkdir(parents=True, exist_ok=True)

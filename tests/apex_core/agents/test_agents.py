@@ -143,3 +143,19 @@ def test_host_failures_are_retried_and_never_the_agents_and_a_refused_login_stop
         assert run.attempts == 2 and run.infra_error == "" and run.turns == 1
     else:
         assert run.attempts == 1 + headless.HOST_RETRIES and "without a result" in run.infra_error
+
+
+def test_the_replay_agent_goes_on_with_the_next_recorded_solution_after_a_resume(tmp_path):
+    from apex_core.agents.replay import ReplayAgent
+
+    recorded = tmp_path / "trajectory.json"
+    recorded.write_text(json.dumps({"task_id": "cpu-mini__rms_norm",
+                                    "iterations": [{"solution_code": "first"}, {"solution_code": "second"}]}))
+    task = get_task("cpu-mini__rms_norm")
+    workspace = tmp_path / "output" / task.id
+    solution = workspace / "solution.py"
+    ReplayAgent(recorded).run(task, "s", "p", workspace, solution)
+    assert solution.read_text() == "first"
+    (workspace / "solution_iter1.py").write_text("first")  # the loop keeps each iteration's file
+    ReplayAgent(recorded).run(task, "s", "p", workspace, solution)  # a new agent, as after a resume
+    assert solution.read_text() == "second"
