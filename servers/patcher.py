@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from apex_core.patcher import RestoreReport, restore, status
 from apex_core.patcher.apply import AppliedPatch, apply_solutions
-from apex_core.patcher.final import FinalBenchmark, as_first_benchmarked, benchmark_final
+from apex_core.patcher.final import FinalBenchmark, as_first_benchmarked, benchmark_final, workload_kernel_stacks
 from apex_core.patcher.integrity import unaccounted_changes
 from apex_core.patcher.integrate import IntegrationReport, integrate
 from apex_core.patcher.journal import Journal
@@ -40,7 +40,7 @@ WorkloadField = Annotated[str | None, Field(
 
 
 def _kernel_stacks(workload: str | None) -> tuple[str, ...]:
-    return as_first_benchmarked(workload, RESULTS_ROOT, None)[0].kernels if workload else ()
+    return workload_kernel_stacks(workload, RESULTS_ROOT)
 
 
 class PatchStatus(BaseModel):

@@ -23,11 +23,9 @@ WorkloadOption = Annotated[Optional[str], typer.Option(
 
 
 def _kernel_stacks(workload: str | None, results_dir: Path) -> tuple[str, ...]:
-    if workload is None:
-        return ()
-    from apex_core.patcher.final import as_first_benchmarked
+    from apex_core.patcher.final import workload_kernel_stacks
 
-    return as_first_benchmarked(workload, results_dir, None)[0].kernels
+    return workload_kernel_stacks(workload, results_dir)
 
 
 def register(main_app: typer.Typer) -> None:

@@ -25,6 +25,20 @@ def register(app: typer.Typer) -> None:
     app.command("optimize-kernel")(optimize_kernel_command)
 
 
+def _run_config(**settings: object):  # noqa: ANN202 - a RunConfig, imported lazily
+    """The run's settings from the command's options; a bad one is a one-line error naming its option."""
+    from pydantic import ValidationError
+
+    from apex_core.errors import ApexUserError
+    from apex_core.pipeline.config import RunConfig
+
+    try:
+        return RunConfig(**settings)
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise ApexUserError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
+
+
 def _split(value: str | None) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip()) if value else ()
 
@@ -57,10 +71,7 @@ def run_command(
     """The whole pipeline: benchmark, identify, optimize, grade, integrate, benchmark-final, score, report.
 
     State is kept in results/runs/<run-id>/state.json: --resume goes on where a run stopped."""
-    from pydantic import ValidationError
-
     from apex_core.errors import ApexUserError
-    from apex_core.pipeline.config import RunConfig
     from apex_core.pipeline.runner import run_pipeline
     from apex_core.pipeline.state import latest_run
 
@@ -71,16 +82,12 @@ def run_command(
     else:
         if workload is None:
             raise ApexUserError("give --workload ID (e.g. cpu-mini) to start a run, or --resume RUN_DIR|latest")
-        try:
-            config = RunConfig(workload=workload, kernels=_split(kernels), layers=layers, top_k=top_k,
-                               kernel_types=_split(kernel_types), iterations=iterations, max_turns=max_turns,
-                               score_threshold=score_threshold, agent=agent, agent_model=agent_model,
-                               agent_model_simple=agent_model_simple, agent_model_complex=agent_model_complex,
-                               replay_from=str(replay_from) if replay_from else None, parallel_kernels=parallel_kernels,
-                               runs=runs, cache_hours=cache_hours, min_speedup=min_speedup, leaderboard=leaderboard, gpu=gpu)
-        except ValidationError as error:
-            first = error.errors()[0]
-            raise ApexUserError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
+        config = _run_config(workload=workload, kernels=_split(kernels), layers=layers, top_k=top_k,
+                             kernel_types=_split(kernel_types), iterations=iterations, max_turns=max_turns,
+                             score_threshold=score_threshold, agent=agent, agent_model=agent_model,
+                             agent_model_simple=agent_model_simple, agent_model_complex=agent_model_complex,
+                             replay_from=str(replay_from) if replay_from else None, parallel_kernels=parallel_kernels,
+                             runs=runs, cache_hours=cache_hours, min_speedup=min_speedup, leaderboard=leaderboard, gpu=gpu)
     from apex_core.cli.live_run import live_run
 
     with live_run("run") as (progress, on_save):
@@ -227,20 +234,12 @@ def optimize_kernel_command(
     as_json: JsonOption = False,
 ) -> None:
     """The agent loop on one task, without a workload: iterations, a fresh grading of the best solution, score, report."""
-    from pydantic import ValidationError
-
     from apex_core.cli.live_run import live_run
-    from apex_core.errors import ApexUserError
-    from apex_core.pipeline.config import RunConfig
     from apex_core.pipeline.runner import run_pipeline
 
-    try:
-        config = RunConfig(workload=task, tasks=(task,), iterations=iterations, max_turns=max_turns, score_threshold=score_threshold,
-                           agent=agent, agent_model=agent_model, replay_from=str(replay_from) if replay_from else None,
-                           gpu=gpu, leaderboard=leaderboard)
-    except ValidationError as error:
-        first = error.errors()[0]
-        raise ApexUserError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
+    config = _run_config(workload=task, tasks=(task,), iterations=iterations, max_turns=max_turns, score_threshold=score_threshold,
+                         agent=agent, agent_model=agent_model, replay_from=str(replay_from) if replay_from else None,
+                         gpu=gpu, leaderboard=leaderboard)
     with live_run("optimize-kernel") as (progress, on_save):
         state = run_pipeline(config, results_dir, progress=progress, on_save=on_save)
     _show(state, as_json)

@@ -113,6 +113,12 @@ def as_first_benchmarked(workload_id: str, results_root: Path, runs: int | None)
     return spec, runs if runs is not None else (len(first[-1].runs) if first else DEFAULT_RUNS)
 
 
+def workload_kernel_stacks(workload: str | None, results_root: Path) -> tuple[str, ...]:
+    """The kernel stacks (``--kernels``) ``workload`` ran with in its last benchmark under
+    ``results_root`` (else the catalogue's): whose patch points its winners go to. None: ()."""
+    return as_first_benchmarked(workload, results_root, None)[0].kernels if workload else ()
+
+
 def bootstrap_median_interval(ratios: list[float], samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> tuple[float, float]:
     """95% percentile-bootstrap interval of the median of ``ratios``."""
     import numpy as np

@@ -22,8 +22,9 @@ COPY_PREFIX = "_apex_patch_"
 
 def _recorded_hash(target: Path, module: str) -> str | None:
     """sha256 of ``target`` as its distribution installed it (RECORD), or None when unknown."""
-    top = module.split(".", 1)[0]
-    for name in importlib.metadata.packages_distributions().get(top, []):
+    from apex_core.sources.packages import distributions_of
+
+    for name in distributions_of(module.split(".", 1)[0]):
         try:
             files = importlib.metadata.distribution(name).files or []
         except importlib.metadata.PackageNotFoundError:

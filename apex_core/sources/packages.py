@@ -57,9 +57,14 @@ def _distributions_by_top_level() -> dict[str, list[str]]:
     return {name: list(dists) for name, dists in importlib.metadata.packages_distributions().items()}
 
 
+def distributions_of(name: str) -> list[str]:
+    """The installed distributions that provide top-level import name ``name``."""
+    return list(_distributions_by_top_level().get(name, []))
+
+
 def package_version(name: str) -> str:
     """The installed distribution's version for import name ``name`` ('unknown' if it has none)."""
-    for dist in _distributions_by_top_level().get(name, []) + [name, name.replace("_", "-")]:
+    for dist in distributions_of(name) + [name, name.replace("_", "-")]:
         try:
             return importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
