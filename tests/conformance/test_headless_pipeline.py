@@ -3,14 +3,17 @@
 ``claude -p "Run the full optimization pipeline for cpu-mini with: ..."`` (the reference system's
 README prompt, on the CPU model) runs with the scripted model endpoint and our ``.mcp.json``. The
 script turns the words into ``run_pipeline``'s typed parameters; Claude Code calls the real
-apex-pipeline server, which benchmarks, identifies, optimizes (replay agent), grades, integrates,
-benchmarks again, scores and reports; the final message quotes what came back. The test checks
-the call's parameters, the run on disk (report, leaderboard, state) and the message.
+apex-pipeline server, which benchmarks, identifies, optimizes (with the prompt's claude backend: a
+second, headless Claude Code on the same endpoint writes the kernel), grades, integrates, benchmarks
+again, scores and reports; the final message quotes what came back. The tests check the call's
+parameters, the run on disk (report, leaderboard, state, the inner agent's trajectory) and the
+message. The same path runs on a GPU with Qwen3.5 and GPT-OSS (benchmarks/gpu_prompts/).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -18,25 +21,35 @@ from scripted_model import ScriptedModelServer, load_script
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOOL = "mcp__apex-pipeline__run_pipeline"
-PROMPT = ("Run the full optimization pipeline for cpu-mini with: python kernels only, top 1 bottleneck kernel, "
-          "1 optimization iteration, at most 5 agent turns per iteration, replay agent backend, and the leaderboard on.")
+CLAUDE_BACKEND_PROMPT = ("Run the full optimization pipeline for cpu-mini with: python kernels only, top 1 bottleneck kernel, "
+                         "1 optimization iteration, at most 5 agent turns per iteration, claude agent backend, and the "
+                         "leaderboard on.")
 
 
-def test_a_plain_words_request_runs_the_whole_pipeline_through_mcp(npm_clients, client_env, run, tmp_path):
-    claude = npm_clients.bin("claude")
+def test_the_claude_backend_prompt_runs_an_inner_claude_code_that_writes_the_kernel(npm_clients, client_env, run, tmp_path):
+    """The README's prompt as written (claude agent backend): the pipeline, started by one Claude
+    Code through MCP, starts another, headless, to write the kernel; both talk to one endpoint."""
+    claude = Path(npm_clients.bin("claude"))
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     (workspace / ".venv").symlink_to(REPO_ROOT / ".venv", target_is_directory=True)
-    with ScriptedModelServer(load_script("run-pipeline-cpu-mini")) as endpoint:
-        env = {**client_env, "ANTHROPIC_BASE_URL": endpoint.url, "ANTHROPIC_API_KEY": "sk-apex-scripted"}
-        done = run([claude, "-p", PROMPT, "--mcp-config", str(REPO_ROOT / ".mcp.json"), "--strict-mcp-config",
-                    "--allowedTools", TOOL, "--output-format", "stream-json", "--verbose"], env, workspace, timeout=900)
+    with ScriptedModelServer(load_script("run-pipeline-cpu-mini-claude")) as endpoint:
+        env = {**client_env, "ANTHROPIC_BASE_URL": endpoint.url, "ANTHROPIC_API_KEY": "sk-apex-scripted",
+               "PATH": f"{claude.parent}{os.pathsep}{client_env['PATH']}"}
+        done = run([str(claude), "-p", CLAUDE_BACKEND_PROMPT, "--mcp-config", str(REPO_ROOT / ".mcp.json"),
+                    "--strict-mcp-config", "--allowedTools", TOOL, "--output-format", "stream-json", "--verbose"], env,
+                   workspace, timeout=900)
         finished = endpoint.finished
+        inner = [r for r in endpoint.requests if (r.answered_by or "").startswith("side: the inner agent")]
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert finished and [r.answered_by for r in inner] == ["side: the inner agent writes the solution",
+                                                           "side: the inner agent stops"]
     events = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     calls = [b for e in events if e["type"] == "assistant" for b in e["message"]["content"] if b["type"] == "tool_use"]
-    assert [c["name"] for c in calls] == [TOOL] and finished
-    assert calls[0]["input"]["kernel_types"] == ["python"] and calls[0]["input"]["top_k"] == 1
+    assert [c["name"] for c in calls] == [TOOL]
+    settings = calls[0]["input"]
+    assert (settings["kernel_types"], settings["top_k"], settings["iterations"], settings["max_turns"], settings["agent"],
+            settings["leaderboard"]) == (["python"], 1, 1, 5, "claude", True)
     result = next(b for e in events if e["type"] == "user" for b in e["message"]["content"]
                   if isinstance(b, dict) and b.get("type") == "tool_result")
     assert not result.get("is_error"), result
@@ -45,8 +58,12 @@ def test_a_plain_words_request_runs_the_whole_pipeline_through_mcp(npm_clients, 
     assert [s["status"] for s in reply["stages"]] == ["done"] * 8, reply["stages"]
     folder = Path(reply["results_dir"])
     assert folder.is_relative_to(workspace.resolve()) and (folder / "report.html").is_file()
+    state = json.loads((folder / "state.json").read_text())
+    (iteration,) = state["kernels"][0]["iterations"]
+    assert iteration["agent"]["backend"] == "claude" and iteration["agent"]["wrote_solution"]
+    assert [c["name"] for c in iteration["agent"]["tool_calls"]] == ["Write"] and iteration["grade"]["outcome"] == "ok"
     with sqlite3.connect(workspace / "results" / "leaderboard.sqlite") as db:
-        assert db.execute("SELECT task_id, agent FROM entries").fetchall() == [("cpu-mini__rms_norm", "replay")]
+        assert db.execute("SELECT task_id, agent FROM entries").fetchall() == [("cpu-mini__rms_norm", "claude")]
     final = events[-1]
     assert final["type"] == "result" and final["subtype"] == "success" and final["permission_denials"] == []
     assert f"Pipeline run {reply['run_id']} finished." in final["result"]
