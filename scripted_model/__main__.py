@@ -1,10 +1,14 @@
 """``python -m scripted_model --script FILE [--listen HOST:PORT] [--record FILE]``.
 
-Prints one line, ``ANTHROPIC_BASE_URL=http://HOST:PORT``, then serves until interrupted (or,
-with ``--exit-when-done``, until every scripted turn has been answered), so a shell can do:
+Prints two lines, ``ANTHROPIC_BASE_URL=http://HOST:PORT`` (for Claude Code) and
+``OPENAI_BASE_URL=http://HOST:PORT/v1`` (a Responses API base URL, for Codex), then serves until
+interrupted (or, with ``--exit-when-done``, until every scripted turn has been answered), so a
+shell can do:
 
     python -m scripted_model --script grade-cpu-mini-rms-norm --record requests.jsonl &
     ANTHROPIC_BASE_URL=http://127.0.0.1:8765 ANTHROPIC_API_KEY=scripted claude -p "..."
+    SCRIPTED_KEY=scripted codex exec -c model_provider=scripted \
+        -c 'model_providers.scripted={name="scripted", base_url="http://127.0.0.1:8765/v1", env_key="SCRIPTED_KEY", wire_api="responses"}' "..."
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ApexUserError, OSError) as error:
         sys.stderr.write(f"scripted model: error: {error}\n")
         return 2
-    sys.stdout.write(f"ANTHROPIC_BASE_URL={server.url}\n")
+    sys.stdout.write(f"ANTHROPIC_BASE_URL={server.url}\nOPENAI_BASE_URL={server.url}/v1\n")
     sys.stdout.flush()
     if args.exit_when_done:
         server.start()

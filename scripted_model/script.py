@@ -6,6 +6,12 @@ API error to return. Reply text may quote the conversation with ``{{ path }}`` p
 ``{{ tool_result.score_breakdown.compiled }}`` or ``{{ tool_result.speedup:.2f }}``, so a scripted
 final message can report what a real tool returned. Side replies answer requests that are not
 part of the scripted conversation (a host's background calls) without consuming a turn.
+
+Scripts name MCP tools ``mcp__<server>__<tool>`` (as Claude Code does). A host that names them its
+own way (Codex: the namespace ``mcp__<server>`` with ``-`` made ``_``, then the tool) has them
+translated both ways by its API dialect, so one script can be served to either host; built-in
+tools (Claude Code's ``Write``, Codex's ``exec_command``) are the host's own and scripts name them
+as that host does.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -78,7 +85,7 @@ class Match(_Strict):
     """The latest tool result, parsed as JSON, has these keys with these values."""
     tool_result_is_error: bool | None = None
     tools_include: list[str] = []
-    """The request offers these tools (names as the host sends them)."""
+    """The request offers these tools (MCP tools as ``mcp__<server>__<tool>``, whatever the host)."""
     system_contains: str | None = None
     model_pattern: str | None = None
     """A regular expression the requested model name must match (e.g. haiku for side calls)."""
@@ -130,76 +137,55 @@ class Script(_Strict):
     side_replies: list[Turn] = []
     """Answer matching requests that are not the next turn, without consuming it."""
 
+    def tool_names(self) -> set[str]:
+        """Every tool name the script calls, matches on or offers, as written: a dialect whose host
+        names tools its own way maps the host's names back onto these."""
+        names: set[str] = set()
+        for turn in [*self.turns, *self.side_replies]:
+            names.update(b.name for b in turn.reply if isinstance(b, ToolUseBlock))
+            names.update(turn.match.tools_include)
+            if turn.match.tool_result_for is not None:
+                names.add(turn.match.tool_result_for)
+        return names
 
-# --- reading a request ---------------------------------------------------------------------------
 
-def _text_of(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
-    return ""
+# --- what a request says -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ToolResult:
+    """One tool's result as the host sent it back, under the name the script knows the tool by."""
+
+    name: str
+    text: str
+    json: Any
+    """The text parsed as JSON, or the text itself when it is not JSON."""
+    is_error: bool
 
 
+def tool_result(name: str, text: str, is_error: bool) -> ToolResult:
+    try:
+        parsed: Any = json.loads(text)
+    except (json.JSONDecodeError, TypeError):
+        parsed = text
+    return ToolResult(name=name, text=text, json=parsed, is_error=is_error)
+
+
+@dataclass(frozen=True)
 class Conversation:
-    """What a Messages request says, in the terms scripts match and quote."""
+    """A request in the terms scripts match and quote, whichever API it came in (the dialects in
+    ``messages_api`` and ``responses_api`` read their bodies into this). Tool names are the
+    script's: a dialect maps the names its host uses back to the ones the script was written with."""
 
-    def __init__(self, body: dict[str, Any]) -> None:
-        self.body = body
-        self.messages: list[dict[str, Any]] = [m for m in body.get("messages", []) if isinstance(m, dict)]
-        self.tool_names_by_id: dict[str, str] = {}
-        for message in self.messages:
-            if message.get("role") == "assistant" and isinstance(message.get("content"), list):
-                for block in message["content"]:
-                    if isinstance(block, dict) and block.get("type") == "tool_use":
-                        self.tool_names_by_id[str(block.get("id"))] = str(block.get("name"))
-
-    @property
-    def model(self) -> str:
-        return str(self.body.get("model", ""))
-
-    @property
-    def tools(self) -> list[str]:
-        return [str(t.get("name")) for t in self.body.get("tools", []) or [] if isinstance(t, dict)]
-
-    @property
-    def system(self) -> str:
-        return _text_of(self.body.get("system", ""))
-
-    def _last_user(self) -> dict[str, Any] | None:
-        return next((m for m in reversed(self.messages) if m.get("role") == "user"), None)
-
-    @property
-    def user_text(self) -> str:
-        """Text of the latest user message that is not only tool results."""
-        for message in reversed(self.messages):
-            if message.get("role") != "user":
-                continue
-            content = message.get("content")
-            if isinstance(content, str) or any(isinstance(b, dict) and b.get("type") == "text" for b in content or []):
-                return _text_of(content)
-        return ""
-
-    def tool_results(self, whole_conversation: bool = False) -> list[dict[str, Any]]:
-        """Tool results (name, text, JSON when the text parses, error flag) of the latest user
-        message, or of every user message in order with ``whole_conversation``."""
-        if whole_conversation:
-            messages = [m for m in self.messages if m.get("role") == "user"]
-        else:
-            last = self._last_user()
-            messages = [last] if last is not None else []
-        blocks = [b for m in messages if isinstance(m.get("content"), list) for b in m["content"]]
-        results = []
-        for block in blocks:
-            if isinstance(block, dict) and block.get("type") == "tool_result":
-                text = _text_of(block.get("content"))
-                try:
-                    parsed: Any = json.loads(text)
-                except (json.JSONDecodeError, TypeError):
-                    parsed = text
-                results.append({"name": self.tool_names_by_id.get(str(block.get("tool_use_id")), ""), "text": text,
-                                "json": parsed, "is_error": bool(block.get("is_error"))})
-        return results
+    model: str = ""
+    system: str = ""
+    tools: tuple[str, ...] = ()
+    """The tools the request offers."""
+    user_text: str = ""
+    """Text of the latest user message that is not only tool results."""
+    results: tuple[ToolResult, ...] = ()
+    """Every tool result in the conversation, in order."""
+    latest_results: tuple[ToolResult, ...] = ()
+    """The results the request returns now (of the model's latest tool calls)."""
 
     def mismatch(self, match: Match) -> str | None:
         """Why ``match`` does not hold for this request (None when it does)."""
@@ -214,18 +200,16 @@ class Conversation:
             return f"the system prompt does not contain {match.system_contains!r}"
         wants_result = (match.tool_result_for, match.tool_result_contains, match.tool_result_matches, match.tool_result_is_error)
         if any(w is not None for w in wants_result):
-            results = self.tool_results()
-            if match.tool_result_for is not None:
-                results = [r for r in results if r["name"] == match.tool_result_for]
+            results = [r for r in self.latest_results if match.tool_result_for in (None, r.name)]
             if not results:
                 return f"the request returns no result of {match.tool_result_for or 'any tool'}"
             result = results[-1]
-            if match.tool_result_is_error is not None and result["is_error"] != match.tool_result_is_error:
-                return f"the tool result's error flag is {result['is_error']}: {result['text'][:300]}"
-            if match.tool_result_contains is not None and match.tool_result_contains not in result["text"]:
-                return f"the tool result does not contain {match.tool_result_contains!r}: {result['text'][:300]}"
+            if match.tool_result_is_error is not None and result.is_error != match.tool_result_is_error:
+                return f"the tool result's error flag is {result.is_error}: {result.text[:300]}"
+            if match.tool_result_contains is not None and match.tool_result_contains not in result.text:
+                return f"the tool result does not contain {match.tool_result_contains!r}: {result.text[:300]}"
             if match.tool_result_matches is not None:
-                data = result["json"] if isinstance(result["json"], dict) else {}
+                data = result.json if isinstance(result.json, dict) else {}
                 wrong = {k: data.get(k) for k, v in match.tool_result_matches.items() if data.get(k) != v}
                 if wrong:
                     return f"the tool result has {wrong}, not {match.tool_result_matches}"
@@ -233,11 +217,10 @@ class Conversation:
 
     def context(self) -> dict[str, Any]:
         """What ``{{ ... }}`` placeholders can quote."""
-        results = self.tool_results()
         return {
-            "tool_result": results[-1]["json"] if results else None,
+            "tool_result": self.latest_results[-1].json if self.latest_results else None,
             # Every tool's latest result in the conversation, so a last turn can quote them all.
-            "tool_results": {r["name"]: r["json"] for r in self.tool_results(whole_conversation=True)},
+            "tool_results": {r.name: r.json for r in self.results},
             "user_text": self.user_text,
             "model": self.model,
         }
@@ -284,7 +267,8 @@ def _render_value(value: Any, context: dict[str, Any]) -> Any:
 
 
 def render_blocks(script: Script, turn_index: int, turn: Turn, context: dict[str, Any]) -> list[dict[str, Any]]:
-    """The turn's reply as Messages API content blocks, placeholders filled in."""
+    """The turn's reply as content blocks (text, thinking, tool_use with an id), placeholders filled
+    in: the Messages API's shape, which the other dialects translate into theirs."""
     blocks: list[dict[str, Any]] = []
     for index, block in enumerate(turn.reply):
         if isinstance(block, TextBlock):

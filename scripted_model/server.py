@@ -1,14 +1,15 @@
-"""An Anthropic-Messages-compatible HTTP endpoint that replays a script and records every request.
+"""An HTTP endpoint speaking Anthropic's Messages API and OpenAI's Responses API that replays a
+script and records every request.
 
-Point a host at it (``ANTHROPIC_BASE_URL=http://127.0.0.1:PORT``) and the host runs as usual:
-it sends ``POST /v1/messages`` with its system prompt, tools and conversation; the endpoint
-answers with the script's next turn, streamed as server-sent events exactly as the Messages API
-streams them (``message_start``, ``content_block_start/delta/stop``, ``message_delta``,
-``message_stop``), or as one JSON message when the request did not ask for a stream. Tool calls
-the script makes are real to the host: it runs them (MCP tools included) and sends the results
-back in the next request, which the script can match and quote. Everything received is kept in
-``requests`` (and appended to a JSON-lines file when asked), so tests can assert on what the host
-actually sent.
+Point a host at it and the host runs as usual: Claude Code (``ANTHROPIC_BASE_URL=http://HOST:PORT``)
+sends ``POST /v1/messages``, Codex (a model provider whose ``base_url`` is ``http://HOST:PORT/v1``,
+``wire_api = "responses"``) sends ``POST /v1/responses``, each with its system prompt, tools and
+conversation; the endpoint answers with the script's next turn in that API's shape (the dialects
+``messages_api`` and ``responses_api``), streamed as server-sent events as the API streams them,
+or as one JSON body when the request did not ask for a stream. Tool calls the script makes are real
+to the host: it runs them (MCP tools included) and sends the results back in the next request,
+which the script can match and quote. Everything received is kept in ``requests`` (and appended
+to a JSON-lines file when asked), so tests can assert on what the host actually sent.
 
 Only the standard library serves HTTP here: the endpoint runs wherever Apex's core runs, with no
 MCP or web-framework import.
@@ -21,15 +22,22 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
+from scripted_model.dialect import Dialect, Event, Reply, estimate_tokens
+from scripted_model.messages_api import MessagesApi
+from scripted_model.responses_api import ResponsesApi
 from scripted_model.script import Conversation, Script, TemplateError, Turn, render_blocks
 
 API_VERSION = "2023-06-01"
+MESSAGES, RESPONSES = MessagesApi(), ResponsesApi()
+DIALECTS: dict[str, Dialect] = {"/v1/messages": MESSAGES, "/v1/responses": RESPONSES, "/responses": RESPONSES}
+"""Which API a path speaks (``/responses`` too: a provider's base URL may leave out ``/v1``)."""
 
 
 class RecordedRequest(BaseModel):
@@ -44,14 +52,6 @@ class RecordedRequest(BaseModel):
     """'turn N: name', 'side: name', or None when the request got an error."""
     status: int = 200
     error: str | None = None
-
-
-def _estimate_tokens(text: str) -> int:
-    return max(1, len(text) // 4)
-
-
-def _chunks(text: str, size: int) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
 
 
 class ScriptedModel:
@@ -120,8 +120,22 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _send_error(self, status: int, kind: str, message: str) -> None:
-        self._send_json(status, {"type": "error", "error": {"type": kind, "message": message}})
+    def _send_error(self, dialect: Dialect, status: int, kind: str, message: str) -> None:
+        self._send_json(status, dialect.error(status, kind, message))
+
+    def _send_events(self, events: Iterable[Event]) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
+        self.send_header("request-id", f"req_scripted_{uuid.uuid4().hex[:20]}")
+        self.end_headers()
+        for kind, data in events:
+            payload = f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
     def _record(self, body: Any, status: int, answered_by: str | None = None, error: str | None = None) -> None:
         model = self.server.model
@@ -148,115 +162,64 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"script": model.script.name, "next_turn": model.next_turn, "turns": len(model.script.turns),
                                   "finished": model.finished, "requests": len(model.requests)})
         else:
-            self._send_error(404, "not_found_error", f"{path} is not served by the scripted model")
+            self._send_error(MESSAGES, 404, "not_found_error", f"{path} is not served by the scripted model")
 
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0]
+        dialect = DIALECTS.get(path, MESSAGES)
         raw = self._read_body()
         try:
             body = json.loads(raw or b"null")
         except json.JSONDecodeError:
             self._record(raw.decode(errors="replace"), 400, error="body is not JSON")
-            self._send_error(400, "invalid_request_error", "the request body is not JSON")
+            self._send_error(dialect, 400, "invalid_request_error", "the request body is not JSON")
             return
         if not (self.headers.get("x-api-key") or self.headers.get("authorization")):
             self._record(body, 401, error="no credentials")
-            self._send_error(401, "authentication_error", "x-api-key or authorization header required")
+            self._send_error(dialect, 401, "authentication_error", "x-api-key or authorization header required")
             return
         if path == "/v1/messages/count_tokens":
             self._record(body, 200, answered_by="count_tokens")
-            self._send_json(200, {"input_tokens": _estimate_tokens(json.dumps(body))})
+            self._send_json(200, {"input_tokens": estimate_tokens(json.dumps(body))})
             return
-        if path != "/v1/messages":
+        if path not in DIALECTS:
             self._record(body, 404, error="unknown path")
-            self._send_error(404, "not_found_error", f"{path} is not served by the scripted model")
+            self._send_error(dialect, 404, "not_found_error", f"{path} is not served by the scripted model")
             return
-        if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body.get("model"):
-            self._record(body, 400, error="not a Messages request")
-            self._send_error(400, "invalid_request_error", "a Messages request needs 'model' and a 'messages' list")
+        problem = dialect.problem(body)
+        if problem is not None:
+            self._record(body, 400, error=problem)
+            self._send_error(dialect, 400, "invalid_request_error", problem)
             return
-        self._answer(body)
+        self._answer(dialect, body)
 
-    def _answer(self, body: dict[str, Any]) -> None:
+    def _answer(self, dialect: Dialect, body: dict[str, Any]) -> None:
         model = self.server.model
-        conversation = Conversation(body)
         try:
+            conversation: Conversation = dialect.read(body, model.script)
             index, turn, label = model.choose(conversation)
             blocks = render_blocks(model.script, index, turn, conversation.context()) if turn.reply else []
         except (ValueError, TemplateError) as error:
             self._record(body, 400, error=str(error))
-            self._send_error(400, "invalid_request_error", str(error))
+            self._send_error(dialect, 400, "invalid_request_error", str(error))
             return
         if turn.delay_s:
             time.sleep(turn.delay_s)
         if turn.error is not None:
             self._record(body, turn.error.status, answered_by=label, error=turn.error.message)
-            self._send_error(turn.error.status, turn.error.type, turn.error.message)
+            self._send_error(dialect, turn.error.status, turn.error.type, turn.error.message)
             return
         self._record(body, 200, answered_by=label)
-        message_id = f"msg_scripted_{uuid.uuid4().hex[:20]}"
-        name = model.script.model or str(body["model"])
-        usage_in = _estimate_tokens(json.dumps(body))
-        usage_out = _estimate_tokens(json.dumps(blocks))
-        if not body.get("stream"):
-            self._send_json(200, {
-                "id": message_id, "type": "message", "role": "assistant", "model": name, "content": blocks,
-                "stop_reason": turn.effective_stop_reason, "stop_sequence": None,
-                "usage": {"input_tokens": usage_in, "output_tokens": usage_out,
-                          "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
-            })
-            return
+        reply = Reply(blocks=blocks, stop_reason=turn.effective_stop_reason, model=model.script.model or str(body["model"]),
+                      input_tokens=estimate_tokens(json.dumps(body)), output_tokens=estimate_tokens(json.dumps(blocks)),
+                      request=body)
         try:
-            self._stream(message_id, name, blocks, turn.effective_stop_reason, usage_in, usage_out)
+            if body.get("stream"):
+                self._send_events(dialect.events(reply))
+            else:
+                self._send_json(200, dialect.whole(reply))
         except (BrokenPipeError, ConnectionResetError):
             return  # the host hung up mid-stream; nothing left to tell it
-
-    def _stream(self, message_id: str, name: str, blocks: list[dict[str, Any]], stop_reason: str,
-                usage_in: int, usage_out: int) -> None:
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream; charset=utf-8")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("transfer-encoding", "chunked")
-        self.send_header("request-id", f"req_scripted_{uuid.uuid4().hex[:20]}")
-        self.end_headers()
-
-        def event(kind: str, data: dict[str, Any]) -> None:
-            payload = f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode()
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
-            self.wfile.flush()
-
-        event("message_start", {"type": "message_start", "message": {
-            "id": message_id, "type": "message", "role": "assistant", "model": name, "content": [],
-            "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": usage_in, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
-        }})
-        event("ping", {"type": "ping"})
-        for index, block in enumerate(blocks):
-            if block["type"] == "text":
-                event("content_block_start", {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
-                for piece in _chunks(block["text"], 24):
-                    event("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                  "delta": {"type": "text_delta", "text": piece}})
-            elif block["type"] == "thinking":
-                event("content_block_start", {"type": "content_block_start", "index": index,
-                                              "content_block": {"type": "thinking", "thinking": "", "signature": ""}})
-                for piece in _chunks(block["thinking"], 24):
-                    event("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                  "delta": {"type": "thinking_delta", "thinking": piece}})
-                event("content_block_delta", {"type": "content_block_delta", "index": index,
-                                              "delta": {"type": "signature_delta", "signature": block["signature"]}})
-            else:
-                event("content_block_start", {"type": "content_block_start", "index": index, "content_block": {
-                    "type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}})
-                for piece in _chunks(json.dumps(block["input"]), 16):
-                    event("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                  "delta": {"type": "input_json_delta", "partial_json": piece}})
-            event("content_block_stop", {"type": "content_block_stop", "index": index})
-        event("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                                "usage": {"output_tokens": usage_out}})
-        event("message_stop", {"type": "message_stop"})
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
 
 
 class _Server(ThreadingHTTPServer):

@@ -183,6 +183,7 @@ def test_the_command_line_prints_the_base_url_and_can_stop_when_done(tmp_path):
     assert process.stdout is not None
     line = process.stdout.readline().strip()
     assert line.startswith("ANTHROPIC_BASE_URL=http://127.0.0.1:")
+    assert process.stdout.readline().strip() == f"OPENAI_BASE_URL={line.split('=', 1)[1]}/v1"
     status, _, _ = _post(line.split("=", 1)[1], _request("hello"))
     assert status == 200 and process.wait(timeout=30) == 0
     assert json.loads((tmp_path / "r.jsonl").read_text())["answered_by"] == "turn 1: greet"
