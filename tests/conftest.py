@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,6 +24,34 @@ def _private_cache(monkeypatch, tmp_path):
     """Tests never read or write the user's grade cache."""
     monkeypatch.setenv("APEX_CACHE_DIR", str(tmp_path / "apex-cache"))
     monkeypatch.setenv("APEX_SOURCE_CACHE_DIR", _SOURCE_CACHE)
+
+
+def ensure_debian_binary(binary: str, packages: list[str], purpose: str) -> str:
+    """``binary``'s path, installing Debian's ``packages`` first where that is allowed and possible
+    (CI's fresh Debian image runs as root with apt-get). RuntimeError says why it is not there, so
+    the caller can skip with the reason; APEX_TEST_NO_APT=1 forbids installing."""
+    found = shutil.which(binary)
+    if found:
+        return found
+    if os.environ.get("APEX_TEST_NO_APT") == "1":
+        raise RuntimeError(f"{binary} is not on PATH and APEX_TEST_NO_APT=1 forbids installing it")
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise RuntimeError(f"{binary} is not on PATH; install it (apt-get install {' '.join(packages)})")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    sys.stderr.write(f"{purpose}: {binary} is missing; installing Debian's {' '.join(packages)}\n")
+    update = subprocess.run(["apt-get", "update"], capture_output=True, text=True, timeout=600, env=env, check=False)
+    install = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", *packages], capture_output=True, text=True,
+                             timeout=1200, env=env, check=False)
+    found = shutil.which(binary)
+    if install.returncode != 0 or not found:
+        raise RuntimeError(f"apt-get could not install {' '.join(packages)}: {(update.stderr + install.stderr)[-400:]}")
+    return found
+
+
+@pytest.fixture(scope="session")
+def debian_binary():
+    """``ensure_debian_binary`` for tests that need a system program (npm, chromium)."""
+    return ensure_debian_binary
 
 
 def _gpu_available() -> bool:

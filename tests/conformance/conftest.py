@@ -18,7 +18,6 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -60,25 +59,6 @@ def _run(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> 
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False)
 
 
-def _ensure_npm() -> str:
-    """npm's path, installing Debian's nodejs and npm first where that is allowed and possible."""
-    npm = shutil.which("npm")
-    if npm:
-        return npm
-    if os.environ.get("APEX_TEST_NO_APT") == "1":
-        raise RuntimeError("npm is not on PATH and APEX_TEST_NO_APT=1 forbids installing it")
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise RuntimeError("npm is not on PATH; install Node.js 18+ with npm (apt-get install nodejs npm)")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    sys.stderr.write("conformance: npm is missing; installing Debian's nodejs and npm\n")
-    update = _run(["apt-get", "update"], 600, env)
-    install = _run(["apt-get", "install", "-y", "--no-install-recommends", "nodejs", "npm"], 1200, env)
-    npm = shutil.which("npm")
-    if install.returncode != 0 or not npm:
-        raise RuntimeError(f"apt-get could not install nodejs and npm: {(update.stderr + install.stderr)[-400:]}")
-    return npm
-
-
 def _install(npm: str, root: Path) -> None:
     specs = [f"{package}@{version}" for package, version, _ in PINS.values()]
     home = root / "home"
@@ -91,7 +71,7 @@ def _install(npm: str, root: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def npm_clients() -> NpmClients:
+def npm_clients(debian_binary) -> NpmClients:
     digest = hashlib.sha256(json.dumps(sorted(PINS.items())).encode()).hexdigest()[:12]
     base = Path(os.environ.get("APEX_TEST_NPM_DIR") or Path(tempfile.gettempdir()) / f"apex-npm-clients-{os.getuid()}")
     root = base / digest
@@ -101,7 +81,7 @@ def npm_clients() -> NpmClients:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one installer at a time, even across sessions
         try:
             if not marker.exists():
-                _install(_ensure_npm(), root)
+                _install(debian_binary("npm", ["nodejs", "npm"], "conformance"), root)
                 marker.write_text(json.dumps({name: pin[1] for name, pin in PINS.items()}))
         except (RuntimeError, subprocess.TimeoutExpired, OSError) as error:
             return NpmClients(root=None, problem=str(error))

@@ -257,12 +257,19 @@ def test_a_value_axis_picks_round_linear_ticks_or_a_log_scale():
     assert make_axis([2410, 2502], 300, 40, zero=True).ticks[0] == 0
 
 
-def browser_command(html: Path, png: Path) -> list[str] | None:
-    """A headless Chromium that screenshots ``html``: the system's, else Playwright's through npx."""
-    for name in ("chromium", "chromium-browser", "google-chrome", "chrome-headless-shell"):
-        if binary := shutil.which(name):
-            return [binary, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1200,3600",
-                    f"--screenshot={png}", html.as_uri()]
+def browser_command(html: Path, png: Path, debian_binary) -> list[str] | None:
+    """A headless Chromium that screenshots ``html``: the system's (Debian's, installed where CI
+    can), else Playwright's through npx."""
+    names = ("chromium", "chromium-browser", "google-chrome", "chrome-headless-shell")
+    binary = next(filter(None, map(shutil.which, names)), None)
+    if binary is None:
+        try:
+            binary = debian_binary("chromium", ["chromium"], "report test")
+        except (RuntimeError, subprocess.TimeoutExpired) as error:
+            print(f"no system Chromium: {error}")
+    if binary:
+        return [binary, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1200,3600",
+                f"--screenshot={png}", html.as_uri()]
     if shutil.which("npx"):
         return ["npx", "-y", "playwright@1", "screenshot", "--full-page", "--viewport-size=1200,900", html.as_uri(), str(png)]
     return None
@@ -295,10 +302,10 @@ def png_colors(png: bytes) -> int:
 
 
 @pytest.mark.slow
-def test_a_real_browser_renders_the_report_with_its_plots(tmp_path):
+def test_a_real_browser_renders_the_report_with_its_plots(tmp_path, debian_binary):
     html = write_reports(realistic_state(tmp_path))[1]
     png = Path(os.environ.get("APEX_REPORT_SCREENSHOT", tmp_path / "report.png"))
-    command = browser_command(html, png)
+    command = browser_command(html, png, debian_binary)
     if command is None:
         pytest.skip("no headless browser: neither a Chromium on PATH nor npx for Playwright's")
     done = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
