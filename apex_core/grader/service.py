@@ -23,6 +23,7 @@ from apex_core.grader.devices import grading_device
 from apex_core.grader.judge import GradeOptions, Progress, check_solution_file, file_hash, grade
 from apex_core.grader.result import GradeResult
 from apex_core.tasks import get_task
+from apex_core.tasks.schema import Task
 
 log = logging.getLogger(__name__)
 
@@ -60,32 +61,50 @@ def grade_solutions(
     grading_device(task, options.device)  # a device that does not exist fails before any cached verdict is given
     cache = cache or GradeCache()
     on_gpu = task.needs_gpu and _gpu_available(options)
-    environment_key = fingerprint.environment(on_gpu).key()
+    environment_key = environment_key_for(task, options)
     task_hash = task.content_hash()
     steady = SteadyProgress(progress, heartbeat_s) if progress is not None else None
 
     def one(number: int, path: Path, device: str | None) -> GradeResult:
-        key = cache_key(task_hash, file_hash(path), environment_key, options)
-        cached = cache.get(key) if use_cache else None
-        if cached is not None:
-            return cached.model_copy(update={"cached": True, "solution_path": str(path)})
         local = options if device is None else options.model_copy(update={"device": device})
-        result = grade(task, path, local, _scaled(steady, number, len(paths), path))
-        for timing in result.timings:
-            shape_key = ",".join(f"{k}={v}" for k, v in timing.shape.items())
-            drift = cache.check_baseline(result.provenance.task_hash, result.provenance.environment_key, shape_key,
-                                         timing.baseline_median_ns)
-            if drift:
-                result.flags.append(drift)
-        if use_cache:
-            cache.put(key, result)
-        return result
+        return grade_cached(task, path, local, cache, use_cache, environment_key, task_hash,
+                            _scaled(steady, number, len(paths), path))
 
     devices = visible_gpus(options) if on_gpu else []
     if steady is None:
         return run_per_device([(i, p) for i, p in enumerate(paths)], devices, one)
     with steady:
         return run_per_device([(i, p) for i, p in enumerate(paths)], devices, one)
+
+
+def grade_cached(
+    task: Task, path: Path, options: GradeOptions, cache: GradeCache, use_cache: bool, environment_key: str,
+    task_hash: str, progress: Progress | None = None,
+) -> GradeResult:
+    """One file graded, or answered from ``cache`` when this exact file was graded here with the
+    same measuring options; a fresh grading records its baseline medians (drift) and is cached.
+
+    The one place a grading meets the caches: ``grade_solutions`` calls it per file, and so does
+    each grading actor of the Ray executor (``apex_core.executors``) on its own node."""
+    key = cache_key(task_hash, file_hash(path), environment_key, options)
+    cached = cache.get(key) if use_cache else None
+    if cached is not None:
+        return cached.model_copy(update={"cached": True, "solution_path": str(path)})
+    result = grade(task, path, options, progress)
+    for timing in result.timings:
+        shape_key = ",".join(f"{k}={v}" for k, v in timing.shape.items())
+        drift = cache.check_baseline(result.provenance.task_hash, result.provenance.environment_key, shape_key,
+                                     timing.baseline_median_ns)
+        if drift:
+            result.flags.append(drift)
+    if use_cache:
+        cache.put(key, result)
+    return result
+
+
+def environment_key_for(task: Task, options: GradeOptions) -> str:
+    """The fingerprint key a grading of ``task`` with ``options`` is cached under on this machine."""
+    return fingerprint.environment(task.needs_gpu and _gpu_available(options)).key()
 
 
 class SteadyProgress:

@@ -16,6 +16,11 @@ def file_hash(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def allowed_suffixes(task: Task) -> tuple[str, ...]:
+    """The file endings a solution of ``task`` may have: C++/HIP/CUDA sources for HIP tasks, else Python."""
+    return native.COMPILED_SUFFIXES if task.language == "hip" else (".py",)
+
+
 def check_solution_file(task: Task, solution: Path) -> Path:
     """The solution path as a readable file of the right kind, or a SolutionFileError."""
     try:
@@ -31,7 +36,7 @@ def check_solution_file(task: Task, solution: Path) -> Path:
         raise SolutionFileError(f"solution file {solution} does not exist; write output/{task.id}/{task.solution_filename}")
     if not solution.is_file():
         raise SolutionFileError(f"solution path {solution} is not a file; expected a {task.solution_filename}")
-    allowed = native.COMPILED_SUFFIXES if task.language == "hip" else (".py",)
+    allowed = allowed_suffixes(task)
     if solution.suffix not in allowed:
         raise SolutionFileError(
             f"solution {solution} must be a {' or '.join(allowed)} file for the {task.language} task {task.id}"
