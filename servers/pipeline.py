@@ -82,6 +82,10 @@ async def run_pipeline(
     score_threshold: Annotated[float, Field(gt=0, description="Kernel score that ends a kernel's iterations early.")] = 300.0,
     runs: Annotated[int, Field(ge=2, le=100, description="Benchmark runs and final-benchmark pairs.")] = 5,
     leaderboard: Annotated[bool, Field(description="Add the run's kernels to the leaderboard.")] = True,
+    executor: Annotated[Literal["local", "ray"], Field(
+        description="Where gradings run: local (this machine's GPUs) or ray (one grading actor per GPU of a Ray cluster).")] = "local",
+    ray_address: Annotated[str | None, Field(max_length=512, description=(
+        "With executor ray: the cluster to join (host:6379 or ray://host:10001); default RAY_ADDRESS, else Ray on this machine."))] = None,
     resume_run: Annotated[str | None, Field(max_length=4096, description="Go on with this run folder instead of starting one.")] = None,
 ) -> RunView:
     """Optimize a model's bottleneck kernels end to end: benchmark, identify, optimize (the agent loop), grade,
@@ -91,7 +95,7 @@ async def run_pipeline(
     config = None if resume_run else RunConfig(
         workload=workload, kernels=tuple(kernel_stacks), top_k=top_k, kernel_types=tuple(kernel_types), iterations=iterations,
         max_turns=max_turns, agent=agent, agent_model=agent_model, score_threshold=score_threshold, runs=runs,
-        leaderboard=leaderboard)
+        leaderboard=leaderboard, executor=executor, ray_address=ray_address)
     state = await in_thread_with_progress(
         ctx, lambda progress: run_stages(config, RESULTS_ROOT, resume=Path(resume_run) if resume_run else None, progress=progress))
     return _view(state)

@@ -19,6 +19,7 @@ import typer
 from apex_core.cli import render
 from apex_core.cli.analysis import register as register_analysis
 from apex_core.cli.docs import register as register_docs
+from apex_core.cli.executor_options import ExecutorOption, RayAddressOption
 from apex_core.cli.patch import register as register_patch
 from apex_core.cli.pipeline import register as register_pipeline
 from apex_core.cli.source import register as register_source
@@ -326,12 +327,21 @@ def grade(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Grade again even if this exact solution was graded here before.")] = False,
     backend: Annotated[str, typer.Option(help="Who times: apex (built in) or magpie (an installed Magpie at MAGPIE_ROOT).")] = "apex",
     unconfined: Annotated[bool, typer.Option("--unconfined", help="Run solutions with your own rights where they cannot be confined (recorded in the result).")] = False,
+    executor: ExecutorOption = "local",
+    ray_address: RayAddressOption = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="With --executor ray: grade GPU tasks on nodes of this arch or "
+                                               "product (gfx950, sm_90, mi355x, h200, ...); default: any GPU.")] = None,
 ) -> None:
     """Grade solution files out of process: compile, correctness on all shapes, interleaved timing, score."""
     from apex_core.grader.judge import GradeOptions
     from apex_core.grader.service import MAX_STEP_TIMEOUT_S, grade_solutions
 
     paths = [*solution, *(more or [])]
+    if executor not in ("local", "ray"):
+        raise ApexUserError(f"unknown --executor {executor!r}; use local or ray")
+    if executor == "local" and (ray_address or gpu):
+        raise ApexUserError(f"{'--ray-address' if ray_address else '--gpu'} places gradings on a Ray cluster; "
+                            "add --executor ray, or leave it out to grade on this machine")
     if backend not in ("apex", "magpie"):
         raise ApexUserError(f"unknown --backend {backend!r}; use apex or magpie")
     if not (math.isfinite(timeout) and 0 < timeout <= MAX_STEP_TIMEOUT_S):
@@ -342,6 +352,9 @@ def grade(
         timeout_s=timeout, device=_device_name(device), timing=not no_timing, warm_pool=len(paths) > 1, backend=backend,
         unconfined=unconfined,
     )
+    if executor == "ray":
+        _grade_on_ray(task, paths, options.model_copy(update={"warm_pool": True}), not no_cache, ray_address, gpu, as_json)
+        return
     with progress_reporter("grading") as progress:
         results = grade_solutions(task, paths, options, use_cache=not no_cache, progress=progress)
     if as_json:
@@ -349,6 +362,25 @@ def grade(
         return
     for result in results:
         render.grade_result(console, result)
+
+
+def _grade_on_ray(task: str, paths: list[Path], options, use_cache: bool, address: str | None, gpu: str | None,  # noqa: ANN001
+                  as_json: bool) -> None:
+    """``apex grade --executor ray``: the same results, each with where it was graded."""
+    from apex_core.executors import grade_files, make_executor
+
+    with progress_reporter("grading on Ray") as progress:
+        with make_executor("ray", address) as ray_executor:
+            graded = grade_files(ray_executor, task, paths, {"options": options, "target": gpu, "use_cache": use_cache},
+                                 progress)
+    if as_json:
+        _print_json([{**g.result.model_dump(mode="json"), "placement": g.placement.model_dump()} for g in graded])
+        return
+    for one in graded:
+        render.grade_result(console, one.result)
+        where = one.placement
+        console.print(f"graded on {where.host} by {where.actor} (node {where.node[:12]}, attempt {where.attempts})"
+                      if where.attempts else "answered from this driver's cache", highlight=False)
 
 
 def _device_name(device: str | None) -> str | None:

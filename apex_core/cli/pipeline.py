@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from apex_core.cli.executor_options import ExecutorOption, RayAddressOption
 from apex_core.cli.output import JsonOption, console, print_json
 
 ResultsOption = Annotated[Path, typer.Option("--results-dir", help="Results folder: runs go to <dir>/runs/<run-id>.")]
@@ -58,6 +59,8 @@ def run_command(
     agent_model_complex: Annotated[Optional[str], typer.Option(help="Model for difficulty-3 tasks.")] = None,
     replay_from: Annotated[Optional[Path], typer.Option(help="Replay agent: trajectories to replay instead of our solutions.")] = None,
     parallel_kernels: Annotated[int, typer.Option(help="Kernels optimized at once (one grading per GPU at a time).")] = 1,
+    executor: ExecutorOption = "local",
+    ray_address: RayAddressOption = None,
     runs: Annotated[int, typer.Option(help="Benchmark runs, and final-benchmark pairs.")] = 5,
     cache_hours: Annotated[float, typer.Option(help="Reuse a benchmark of the same workload and environment this recent.")] = 0.0,
     min_speedup: Annotated[float, typer.Option(help="Credited speedup a winner needs to be integrated.")] = 1.05,
@@ -87,7 +90,7 @@ def run_command(
                              score_threshold=score_threshold, agent=agent, agent_model=agent_model,
                              agent_model_simple=agent_model_simple, agent_model_complex=agent_model_complex,
                              replay_from=str(replay_from) if replay_from else None, parallel_kernels=parallel_kernels,
-                             runs=runs, cache_hours=cache_hours, min_speedup=min_speedup, leaderboard=leaderboard, gpu=gpu)
+                             executor=executor, ray_address=ray_address, runs=runs, cache_hours=cache_hours, min_speedup=min_speedup, leaderboard=leaderboard, gpu=gpu)
     from apex_core.cli.live_run import live_run
 
     with live_run("run") as (progress, on_save):
@@ -230,6 +233,8 @@ def optimize_kernel_command(
     replay_from: Annotated[Optional[Path], typer.Option(help="Replay agent: trajectories to replay.")] = None,
     gpu: Annotated[Optional[str], typer.Option(help="Target architecture for the prompts (default: this machine's).")] = None,
     leaderboard: Annotated[bool, typer.Option("--leaderboard/--no-leaderboard", help="Add the result to the leaderboard.")] = True,
+    executor: ExecutorOption = "local",
+    ray_address: RayAddressOption = None,
     results_dir: ResultsOption = Path("results"),
     as_json: JsonOption = False,
 ) -> None:
@@ -239,7 +244,7 @@ def optimize_kernel_command(
 
     config = _run_config(workload=task, tasks=(task,), iterations=iterations, max_turns=max_turns, score_threshold=score_threshold,
                          agent=agent, agent_model=agent_model, replay_from=str(replay_from) if replay_from else None,
-                         gpu=gpu, leaderboard=leaderboard)
+                         gpu=gpu, leaderboard=leaderboard, executor=executor, ray_address=ray_address)
     with live_run("optimize-kernel") as (progress, on_save):
         state = run_pipeline(config, results_dir, progress=progress, on_save=on_save)
     _show(state, as_json)

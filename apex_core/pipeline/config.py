@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from apex_core.score import INTEGRATION_THRESHOLD
 
@@ -37,11 +37,23 @@ class RunConfig(BaseModel):
     agent_timeout_s: float = Field(default=1800.0, gt=0, description="wall-clock limit of one agent iteration")
     replay_from: str | None = Field(default=None, description="replay agent: a trajectory file to replay instead of our solutions")
     parallel_kernels: int = Field(default=1, ge=1, le=64)
+    executor: Literal["local", "ray"] = Field(default="local", description=(
+        "where gradings run: local (this machine's GPUs) or ray (one grading actor per GPU of a Ray cluster)"))
+    ray_address: str | None = Field(default=None, max_length=512, description=(
+        "with executor ray: the cluster to join (host:6379, ray://host:10001); default RAY_ADDRESS, else Ray on this machine"))
     runs: int = Field(default=5, ge=2, le=100, description="benchmark runs, and final-benchmark pairs")
     cache_hours: float = Field(default=0.0, ge=0)
     min_speedup: float = Field(default=INTEGRATION_THRESHOLD, gt=0)
     leaderboard: bool = True
-    gpu: str | None = Field(default=None, description="target architecture for prompts (default: this machine's)")
+    gpu: str | None = Field(default=None, description=(
+        "target architecture for prompts (default: this machine's); with executor ray also the GPUs gradings run on"))
+
+    @field_validator("ray_address")
+    @classmethod
+    def _address_needs_ray(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value and info.data.get("executor") != "ray":
+            raise ValueError("a Ray address needs executor 'ray' (--executor ray)")
+        return value
 
     @field_validator("kernel_types")
     @classmethod

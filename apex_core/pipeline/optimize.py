@@ -23,7 +23,8 @@ from pathlib import Path
 
 from apex_core.agents.base import Agent, AgentRun
 from apex_core.errors import SolutionFileError
-from apex_core.grader.judge import grade, result_without_solution
+from apex_core.executors import Executor, GradingRequest
+from apex_core.grader.judge import check_solution_file, grade, result_without_solution
 from apex_core.grader.options import GradeOptions
 from apex_core.grader.result import GradeResult
 from apex_core.hardware.target import HardwareTarget
@@ -71,17 +72,26 @@ def stop_reason(record: KernelRecord, iterations: int, threshold: float) -> str:
     return ""
 
 
-def grade_with_retries(task_id: str, solution: Path, options: GradeOptions) -> tuple[GradeResult, int]:
+def grade_with_retries(task_id: str, solution: Path, options: GradeOptions, executor: Executor | None = None,
+                       target: str | None = None) -> tuple[GradeResult, int]:
     """A fresh grading (never the cache's), repeated after an infrastructure error (a verdict on the
-    machine, not the solution), one per device at a time; the result and the repeats it took."""
+    machine, not the solution), one per device at a time; the result and the repeats it took.
+
+    With an ``executor`` (``--executor ray``) the file's content is graded there, on a GPU of the
+    ``target`` arch when one is given; the executor keeps to one grading per GPU itself."""
     task = get_task(task_id)
     retries = 0
     while True:
-        with _device_lock(options.device or "default"):
-            try:
-                result = grade(task, solution, options)
-            except SolutionFileError as missing:
-                return result_without_solution(task, solution, f"the agent left no usable solution: {missing}"), retries
+        try:
+            if executor is None:
+                with _device_lock(options.device or "default"):
+                    result = grade(task, solution, options)
+            else:
+                request = GradingRequest.for_file(task.id, check_solution_file(task, solution), options=options,
+                                                  target=target, use_cache=False)
+                result = executor.grade(request).result
+        except SolutionFileError as missing:
+            return result_without_solution(task, solution, f"the agent left no usable solution: {missing}"), retries
         if result.outcome.value != "infra_error" or retries >= INFRA_RETRIES:
             return result, retries
         retries += 1
@@ -89,7 +99,7 @@ def grade_with_retries(task_id: str, solution: Path, options: GradeOptions) -> t
 
 def optimize_kernel(state: RunState, record: KernelRecord, agent_for: Callable[[str | None], Agent], target: HardwareTarget,
                     knowledge: KnowledgeBase, options: GradeOptions, save: Callable[[], None],
-                    report: Callable[[str], None]) -> None:
+                    report: Callable[[str], None], executor: Executor | None = None) -> None:
     """Run the remaining iterations of ``record`` (all of them on a fresh run)."""
     config = state.config
     task = get_task(record.task_id)
@@ -117,7 +127,7 @@ def optimize_kernel(state: RunState, record: KernelRecord, agent_for: Callable[[
         if run.infra_error:  # the host failed, not the agent: no iteration is spent or graded
             why = f"the agent's host failed ({run.infra_error}); resume the run to try again"
             break
-        result, retries = grade_with_retries(task.id, solution, options)
+        result, retries = grade_with_retries(task.id, solution, options, executor, config.gpu)
         result_file = workspace / f"grade_iter{index}.json"
         result_file.write_text(result.model_dump_json(indent=2), encoding="utf-8")
         code, copy = _keep(solution, workspace, index, run)

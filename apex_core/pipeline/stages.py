@@ -9,18 +9,21 @@ reason, never run on nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from apex_core.errors import ApexUserError
+from apex_core.executors import Executor
 from apex_core.grader.options import GradeOptions
 from apex_core.hardware.target import resolve_target
 from apex_core.pipeline.knowledge import KnowledgeBase
 from apex_core.pipeline.optimize import grade_with_retries, optimize_kernel, summarize
+from apex_core.pipeline.config import RunConfig
 from apex_core.pipeline.state import KernelRecord, RunState
 from apex_core.progress import Progress, reporter
 from apex_core.score import model_reward
@@ -104,6 +107,19 @@ def grading_devices(kernels: int) -> list[str | None]:
     return [f"cuda:{i % count}" if count else None for i in range(kernels)]
 
 
+@contextlib.contextmanager
+def grading_executor(config: RunConfig) -> Iterator[Executor | None]:
+    """The Ray executor a run's gradings go through with ``--executor ray`` (closed after the
+    stage); None for the local executor, whose gradings run in this process as they always have."""
+    if config.executor != "ray":
+        yield None
+        return
+    from apex_core.executors import make_executor
+
+    with make_executor("ray", config.ray_address) as executor:
+        yield executor
+
+
 def _given(task_id: str, rank: int) -> KernelRecord:
     task = get_task(task_id)
     return KernelRecord(task_id=task.id, kernel=task.kernel, language=task.language, difficulty=task.difficulty, rank=rank,
@@ -137,15 +153,17 @@ def optimize_stage(state: RunState, progress: Progress | None) -> str:
     done = [0]
     devices = grading_devices(len(state.kernels))
 
-    def one(position: int, record: KernelRecord) -> None:
-        options = GradeOptions(device=devices[position] if get_task(record.task_id).needs_gpu else None)
-        optimize_kernel(state, record, agent_for, target, knowledge, options, save,
-                        lambda message: report(done[0] / len(state.kernels), message))
-        done[0] += 1
+    with grading_executor(config) as executor:
+        def one(position: int, record: KernelRecord) -> None:
+            on_here = executor is None and get_task(record.task_id).needs_gpu
+            options = GradeOptions(device=devices[position] if on_here else None)
+            optimize_kernel(state, record, agent_for, target, knowledge, options, save,
+                            lambda message: report(done[0] / len(state.kernels), message), executor)
+            done[0] += 1
 
-    with ThreadPoolExecutor(max_workers=config.parallel_kernels) as pool:
-        for future in [pool.submit(one, position, record) for position, record in enumerate(state.kernels)]:
-            future.result()
+        with ThreadPoolExecutor(max_workers=config.parallel_kernels) as pool:
+            for future in [pool.submit(one, position, record) for position, record in enumerate(state.kernels)]:
+                future.result()
     host_failures = [k for k in state.kernels if k.stop_reason.startswith("the agent's host failed")]
     if host_failures:  # failed, so that a resumed run optimizes these kernels again
         raise ApexUserError("; ".join(f"{k.task_id}: {k.stop_reason}" for k in host_failures))
@@ -162,12 +180,14 @@ def grade_stage(state: RunState, progress: Progress | None) -> str:
     folder = state.folder / GRADINGS_DIR
     folder.mkdir(parents=True, exist_ok=True)
     report = reporter(progress)
-    for index, record in enumerate(candidates):
-        report(index / len(candidates), f"grading the best solution of {record.task_id}")
-        result, _ = grade_with_retries(record.task_id, Path(record.best_solution or ""), GradeOptions())
-        result_file = folder / f"{record.task_id}.json"
-        result_file.write_text(json.dumps([result.model_dump(mode="json")], indent=2), encoding="utf-8")
-        record.final = summarize(result, result_file)
+    with grading_executor(state.config) as executor:
+        for index, record in enumerate(candidates):
+            report(index / len(candidates), f"grading the best solution of {record.task_id}")
+            result, _ = grade_with_retries(record.task_id, Path(record.best_solution or ""), GradeOptions(), executor,
+                                           state.config.gpu)
+            result_file = folder / f"{record.task_id}.json"
+            result_file.write_text(json.dumps([result.model_dump(mode="json")], indent=2), encoding="utf-8")
+            record.final = summarize(result, result_file)
     return "; ".join(f"{k.task_id} {k.final.outcome} {k.final.speedup or 0:.3f}x score {k.final.score:.0f}"
                      for k in candidates if k.final)
 

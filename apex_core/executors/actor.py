@@ -1,0 +1,122 @@
+"""Grading a solution that arrived as content, and the grading actor that does it on a Ray node.
+
+``grade_content`` writes the bytes into a private folder and hands the file to the same cached
+grading ``apex grade`` uses (``service.grade_cached``): the judge, its sandboxed workers, the warm
+pool, the node's own signed cache and baseline records. Nothing about the grader's isolation
+changes: this process never imports the candidate, which runs in the judge's confined workers.
+
+``GradingActor`` is a plain class; the Ray executor makes it an actor (``ray.remote``), one per
+GPU with ``num_gpus=1`` (Ray then shows the actor that GPU alone, as ``cuda:0``), or one per CPU
+slot on nodes without GPUs. Ray is imported only inside its methods, so this module loads without it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+from collections import OrderedDict
+from pathlib import Path
+
+from pydantic import BaseModel
+
+import apex_core
+from apex_core.errors import ApexUserError
+from apex_core.executors.requests import GradingRequest
+from apex_core.grader import fingerprint
+from apex_core.grader.cache import GradeCache
+from apex_core.grader.devices import gpu_count
+from apex_core.grader.result import GradeResult
+from apex_core.grader.service import environment_key_for, grade_cached
+from apex_core.tasks import get_task
+
+REMEMBERED = 1024
+"""Answers an actor keeps by grading id, so that a request delivered to it twice is graded once."""
+
+
+def grade_content(request: GradingRequest, cache: GradeCache, scratch: Path) -> GradeResult:
+    """Grade the request's solution bytes (from ``cache`` where they were graded before)."""
+    task = get_task(request.task_id)
+    folder = Path(tempfile.mkdtemp(prefix="grading-", dir=scratch))
+    try:
+        path = folder / request.solution.name
+        path.write_bytes(request.solution.content)
+        result = grade_cached(task, path, request.options, cache, request.use_cache,
+                              environment_key_for(task, request.options), task.content_hash())
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return result.model_copy(update={"solution_path": request.label or request.solution.name})
+
+
+class ActorFacts(BaseModel):
+    """What an actor found about itself when it started, with our own devices module."""
+
+    name: str
+    node: str
+    host: str
+    pid: int
+    gpu: str | None
+    """The product name of the actor's GPU; None for an actor on a node without GPUs."""
+    arch: str | None
+    """gfx950, sm_90, ...: what a request's target is matched against; None without a GPU."""
+    cpu_environment_key: str
+    gpu_environment_key: str | None
+    apex_version: str
+
+    def environment_key(self, on_gpu: bool) -> str:
+        return self.gpu_environment_key if on_gpu and self.gpu_environment_key else self.cpu_environment_key
+
+
+class ActorReply(BaseModel):
+    """What a grading actor sends back: the result, or the user's mistake it found."""
+
+    result: GradeResult | None = None
+    user_error: str | None = None
+    node: str
+    host: str
+    actor: str
+
+
+class GradingActor:
+    """One grader on one device of one node (see the module's docstring)."""
+
+    def __init__(self, name: str, wants_gpu: bool, cache_dir: str | None = None) -> None:
+        self.name = name
+        self.wants_gpu = wants_gpu
+        self.cache = GradeCache(Path(cache_dir)) if cache_dir else GradeCache()
+        # Private (0700) and new: no other user of the node can put a file where a grading reads one.
+        self.scratch = Path(tempfile.mkdtemp(prefix=f"apex-{name}-"))
+        self.answers: OrderedDict[str, ActorReply] = OrderedDict()
+
+    def facts(self) -> ActorFacts:
+        import ray
+
+        gpus = gpu_count() if self.wants_gpu else 0
+        if self.wants_gpu and gpus != 1:
+            raise RuntimeError(f"actor {self.name} was given one GPU by Ray but torch sees {gpus}")
+        device = fingerprint.detected_device() if gpus else None
+        return ActorFacts(
+            name=self.name, node=ray.get_runtime_context().get_node_id(), host=socket.gethostname(), pid=os.getpid(),
+            gpu=device.product_name if device else None, arch=device.arch if device else None,
+            cpu_environment_key=fingerprint.environment(False).key(),
+            gpu_environment_key=fingerprint.environment(True).key() if gpus else None,
+            apex_version=apex_core.__version__,
+        )
+
+    def grade(self, request: GradingRequest) -> ActorReply:
+        """Grade one request; the same grading id again gets the answer it got the first time."""
+        import ray
+
+        known = self.answers.get(request.grading_id)
+        if known is not None:
+            return known
+        where = {"node": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(), "actor": self.name}
+        try:
+            reply = ActorReply(result=grade_content(request, self.cache, self.scratch), **where)
+        except ApexUserError as mistake:
+            reply = ActorReply(user_error=str(mistake), **where)
+        self.answers[request.grading_id] = reply
+        while len(self.answers) > REMEMBERED:
+            self.answers.popitem(last=False)
+        return reply
