@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -109,6 +110,25 @@ def client_env(home: Path, claude: Path, endpoint: str) -> dict[str, str]:
     return env
 
 
+def run_claude(argv: list[str], env: dict[str, str], timeout_s: float) -> tuple[str, str, int]:
+    """Claude Code in its own process group: past ``timeout_s`` the whole group (Claude Code, the
+    MCP servers, the pipeline and its agents) gets SIGTERM, so the pipeline unwinds its patches and
+    saves its state (a later ``run_pipeline`` with ``resume_run`` goes on), then SIGKILL."""
+    process = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout_s)
+        return stdout, stderr, process.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            stdout, stderr = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+        return stdout, stderr, 124
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", choices=sorted(MODELS), required=True)
@@ -128,12 +148,7 @@ def main() -> int:
     with ScriptedModelServer(script) as endpoint:
         argv = [str(args.claude), "-p", prompt, "--mcp-config", str(REPO_ROOT / ".mcp.json"), "--strict-mcp-config",
                 "--allowedTools", TOOL, "--output-format", "stream-json", "--verbose"]
-        try:
-            done = subprocess.run(argv, cwd=REPO_ROOT, env=client_env(home, args.claude, endpoint.url), capture_output=True,
-                                  text=True, timeout=args.timeout, check=False)
-            stdout, stderr, code = done.stdout, done.stderr, done.returncode
-        except subprocess.TimeoutExpired as expired:
-            stdout, stderr, code = str(expired.stdout or ""), str(expired.stderr or ""), 124
+        stdout, stderr, code = run_claude(argv, client_env(home, args.claude, endpoint.url), args.timeout)
         answered = [{"index": r.index, "answered_by": r.answered_by, "status": r.status, "error": r.error}
                     for r in endpoint.requests]
         finished = endpoint.finished
