@@ -12,9 +12,10 @@ What is Codex's own (seen in the requests codex 0.171.0 sends): each MCP server'
 ``namespace`` tool named ``mcp__<server>`` (characters outside ``[A-Za-z0-9_]`` made ``_``)
 holding one function per tool, and a call names the namespace and the function; scripts write
 ``mcp__<server>__<tool>``, translated both ways here. A tool's output is headed by lines such as
-``Wall time: 0.01 seconds`` and ``Process exited with code 1`` up to a line ``Output:``; the head
-is dropped before matching and quoting, and a non-zero exit code marks the result as an error
-(the API has no error flag: a failed MCP call reads as its message).
+``Wall time: 0.01 seconds`` and ``Process exited with code 1`` up to a line ``Output:`` (twice
+for ``apply_patch`` run as a command); the heads are dropped before matching and quoting, and a
+non-zero exit code marks the result as an error (the API has no error flag: a failed MCP call
+reads as its message).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from scripted_model.script import Conversation, Script, ToolResult, tool_result
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 _MCP_NAME = re.compile(r"mcp__(.+?)__(.+)")
 _OUTPUT_HEAD = re.compile(r"\A((?:[A-Z][^\n]*\n){0,8}?)Output:(?:\n|\Z)")
-_EXIT_CODE = re.compile(r"^Process exited with code (-?\d+)$", re.MULTILINE)
+_EXIT_CODE = re.compile(r"^(?:Process exited with code|Exit code:) (-?\d+)$", re.MULTILINE)
 _OUTPUTS = ("function_call_output", "custom_tool_call_output")
 _CALLS = ("function_call", "custom_tool_call")
 
@@ -76,8 +77,7 @@ def _output(item: dict[str, Any], name: str) -> ToolResult:
         failed = output.get("success") is False
         output = output.get("content")
     text = _text(output)
-    head = _OUTPUT_HEAD.match(text)
-    if head is not None:
+    while (head := _OUTPUT_HEAD.match(text)) is not None:  # apply_patch run as a command nests a second head
         text = text[head.end():]
         code = _EXIT_CODE.search(head[1])
         failed = failed or (code is not None and int(code[1]) != 0)

@@ -108,6 +108,18 @@ def test_a_shell_command_that_exits_non_zero_is_an_error_result():
     assert status == 200 and json.loads(data)["output"][0]["content"][0]["text"] == "It said no such file\n"
 
 
+def test_apply_patch_run_as_a_command_loses_both_heads_and_its_exit_code_counts():
+    script = Script.model_validate({"name": "patch", "turns": [
+        {"match": {"tool_result_for": "exec_command", "tool_result_is_error": False, "tool_result_contains": "A solution.py"},
+         "reply": [{"text": "{{ tool_result }}"}]}]})
+    patch = {"type": "function_call", "call_id": "call_1", "name": "exec_command", "arguments": "{}"}
+    output = "Wall time: 0.0 seconds\nOutput:\nExit code: 0\nWall time: 0.1 seconds\nOutput:\nSuccess. Updated the following files:\nA solution.py\n"
+    with ScriptedModelServer(script) as endpoint:
+        status, _, data = _post(endpoint.url, _request(patch, {"type": "function_call_output", "call_id": "call_1",
+                                                               "output": output}, stream=False))
+    assert status == 200 and json.loads(data)["output"][0]["content"][0]["text"].startswith("Success. Updated")
+
+
 def test_a_request_the_script_does_not_expect_is_an_error_in_the_responses_shape(endpoint):
     status, _, data = _post(endpoint.url, {"model": "m", "input": "grade something else", "stream": True})
     error = json.loads(data)["error"]
