@@ -1,7 +1,8 @@
-"""A scripted stand-in for an Anthropic-Messages model: offline, deterministic host runs.
+"""A scripted stand-in for a model behind Anthropic's Messages API or OpenAI's Responses API:
+offline, deterministic host runs.
 
-Claude Code (or any client of the Messages API) pointed at ``ScriptedModelServer`` runs headless
-exactly as it would against a real model, tool calls and MCP servers included, while the
+Claude Code (Messages API) or Codex (Responses API) pointed at ``ScriptedModelServer`` runs
+headless exactly as it would against a real model, tool calls and MCP servers included, while the
 "model" replays a script file (``scripts/*.yaml``) and records every request it receives. Tests
 use it to prove the whole path host -> MCP -> grader -> host offline; demos and regression runs
 use the same scripts through ``python -m scripted_model``.

@@ -235,7 +235,8 @@ class ScriptedModelServer:
     """Serve a script on ``host:port`` (port 0: any free one) in a background thread.
 
     ``with ScriptedModelServer(script) as endpoint:`` then ``endpoint.url`` for
-    ``ANTHROPIC_BASE_URL``, and ``endpoint.requests`` / ``endpoint.finished`` afterwards.
+    ``ANTHROPIC_BASE_URL`` (``endpoint.url + "/v1"`` for a Codex provider's ``base_url``), and
+    ``endpoint.requests`` / ``endpoint.finished`` afterwards.
     """
 
     def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0, record_path: Path | None = None) -> None:
