@@ -54,10 +54,21 @@ def without_secret_seed(reason: str) -> str:
     return re.sub(r", seed \d+.*", "", reason)
 
 
+def kill_the_actor_grading(executor: RayExecutor, grading_id: str) -> str:
+    """Kill the actor that has the grading in flight, as soon as it has it; its name."""
+    deadline = time.monotonic() + 30
+    while (victim := executor.where(grading_id)) is None:
+        assert time.monotonic() < deadline, "the grading never started"
+        time.sleep(0.01)
+    ray.kill(executor.actor_handle(victim))
+    return victim
+
+
 @pytest.fixture(scope="module")
 def cluster():
     temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
-    ray.init(num_cpus=8, include_dashboard=False, _temp_dir=temp, log_to_driver=False, namespace="apex-tests",
+    # No GPUs even on a GPU machine: the CPU actors and the CPU task are what this module tests.
+    ray.init(num_cpus=8, num_gpus=0, include_dashboard=False, _temp_dir=temp, log_to_driver=False, namespace="apex-tests",
              logging_level=logging.WARNING)
     yield
     ray.shutdown()
@@ -131,11 +142,7 @@ def test_a_killed_actor_mid_grading_is_retried_on_another_and_answered_once(clus
     with RayExecutor(cache=GradeCache(tmp_path), cpu_actors_per_node=2, actor_cpus=1, node_cache_dir=str(tmp_path / "node")) as own:
         wanted = request(unique(GOOD, "killed"), QUICK)
         future = own.submit(wanted)
-        deadline = time.monotonic() + 30
-        while (victim := own.where(wanted.grading_id)) is None:
-            assert time.monotonic() < deadline, "the grading never started"
-            time.sleep(0.01)
-        ray.kill(own.actor_handle(victim))
+        victim = kill_the_actor_grading(own, wanted.grading_id)
         graded = future.result(timeout=120)
         assert graded.result.outcome is Outcome.ok and graded.result.correct
         assert graded.placement.attempts == 2 and graded.placement.actor != victim
@@ -149,14 +156,10 @@ def test_a_grading_whose_every_actor_died_is_an_infra_error_never_a_verdict(clus
     with RayExecutor(cache=GradeCache(tmp_path), cpu_actors_per_node=1, node_cache_dir=str(tmp_path / "node")) as own:
         wanted = request(unique(GOOD, "orphan"), QUICK)
         future = own.submit(wanted)
-        deadline = time.monotonic() + 30
-        while (victim := own.where(wanted.grading_id)) is None:
-            assert time.monotonic() < deadline, "the grading never started"
-            time.sleep(0.01)
-        ray.kill(own.actor_handle(victim))
+        victim = kill_the_actor_grading(own, wanted.grading_id)
         result = future.result(timeout=60).result
         assert result.outcome is Outcome.infra_error and result.rl_reward is None and result.score.total == 0
-        assert "not the solution's" in result.reason
+        assert "not the solution's" in result.reason and victim in result.reason
         assert GradeCache(tmp_path).get(cache_key(get_task(TASK).content_hash(), wanted.solution.sha256,
                                                   result.provenance.environment_key, QUICK)) is None
 
