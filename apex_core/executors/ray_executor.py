@@ -69,8 +69,9 @@ def require_ray() -> ModuleType:
 
 
 def local_temp_dir() -> str:
-    """Where a Ray started by Apex on this machine keeps its sessions: one folder per user, since
-    Ray's shared default (/tmp/ray) made by one user cannot be used by another."""
+    """Where a Ray started by Apex on this machine keeps its sessions: one folder per user, so that
+    two users' Ray instances on one machine keep apart (Ray's default, /tmp/ray, is one folder
+    for all users, with one session_latest link). Ray makes the folder writable by everyone either way."""
     return os.path.join(tempfile.gettempdir(), f"apex-ray-{os.geteuid()}")
 
 
@@ -309,7 +310,11 @@ class RayExecutor(Executor):
                       "this is the cluster's failure, not the solution's: submit it again")
             self._answer_infra(job, reason)
         for job, name in started:
-            ref = self._actors[name].handle.grade.remote(job.request)
+            try:
+                ref = self._actors[name].handle.grade.remote(job.request)
+            except Exception as error:  # the call could not even be sent: as if the actor had gone
+                self._lost(job, name, error)
+                continue
             with self._lock:
                 self._running[ref] = (job, name)
 
@@ -325,20 +330,10 @@ class RayExecutor(Executor):
             self._answer_infra(job, f"the grading actor {name} failed: {_gist(error)}")
             return
         except exceptions.RayError as error:  # the actor, its process or its node went away
-            with self._lock:
-                if isinstance(error, exceptions.RayActorError) and not isinstance(error, exceptions.ActorUnavailableError):
-                    actor.dead = True
-                job.tried.add(name)
-                job.failures.append(f"attempt {job.attempts} on {name}: {type(error).__name__}")
-                again = job.attempts < self.max_attempts
-                if again:
-                    self.stats.retried += 1
-                    self._waiting.appendleft(job)
-            log.warning("grading %s: actor %s failed (%s)%s", job.request.grading_id, name, type(error).__name__,
-                        ", retrying elsewhere" if again else "")
-            if not again:
-                self._answer_infra(job, f"every attempt ended with its actor or node gone ({'; '.join(job.failures)}); "
-                                        "this is the cluster's failure, not the solution's: submit it again")
+            self._lost(job, name, error)
+            return
+        except Exception as error:  # an answer that cannot be read is no verdict either
+            self._answer_infra(job, f"the answer of grading actor {name} could not be read: {_gist(error)}")
             return
         if reply.user_error is not None or reply.result is None:
             self._fail(job.request, ApexUserError(reply.user_error or f"actor {name} returned no result"))
@@ -346,6 +341,25 @@ class RayExecutor(Executor):
         placement = Placement(executor="ray", node=reply.node, host=reply.host, actor=reply.actor, attempts=job.attempts)
         self._finish(job.request, job.task, GradedSolution(grading_id=job.request.grading_id, task_id=job.task.id,
                                                            result=reply.result, placement=placement))
+
+    def _lost(self, job: _Job, name: str, error: Exception) -> None:
+        """The job's actor (or its process, or node) went away: queue it again for another actor
+        while attempts are left, else answer it with an infra error."""
+        exceptions = self.ray.exceptions
+        with self._lock:
+            if isinstance(error, exceptions.RayActorError) and not isinstance(error, exceptions.ActorUnavailableError):
+                self._actors[name].dead = True
+            job.tried.add(name)
+            job.failures.append(f"attempt {job.attempts} on {name}: {type(error).__name__}")
+            again = job.attempts < self.max_attempts
+            if again:
+                self.stats.retried += 1
+                self._waiting.appendleft(job)
+        log.warning("grading %s: actor %s failed (%s)%s", job.request.grading_id, name, type(error).__name__,
+                    ", retrying elsewhere" if again else "")
+        if not again:
+            self._answer_infra(job, f"every attempt ended with its actor or node gone ({'; '.join(job.failures)}); "
+                                    "this is the cluster's failure, not the solution's: submit it again")
 
     def _answer_infra(self, job: _Job, reason: str) -> None:
         result = infra_error_result(job.task, job.request, reason)

@@ -38,3 +38,10 @@ def test_a_bad_workload_and_a_missing_run_are_errors_the_model_can_act_on(tmp_pa
     assert unknown.is_error and "no-such-model" in unknown.content[0].text
     missing = asyncio.run(_call("pipeline_status", {}))
     assert missing.is_error and "no pipeline run" in missing.content[0].text
+
+
+def test_a_ray_address_without_the_ray_executor_is_an_error_naming_both(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    refused = asyncio.run(_call("run_pipeline", {"workload": "cpu-mini", "ray_address": "head:6379"}))
+    assert refused.is_error and "a Ray address needs executor 'ray'" in refused.content[0].text
+    assert not (tmp_path / "results").exists()
