@@ -35,10 +35,14 @@ REMEMBERED = 1024
 """Answers an actor keeps by grading id, so that a request delivered to it twice is graded once."""
 
 
-def grade_content(request: GradingRequest, cache: GradeCache, scratch: Path) -> GradeResult:
-    """Grade the request's solution bytes (from ``cache`` where they were graded before)."""
+def grade_content(request: GradingRequest, cache: GradeCache) -> GradeResult:
+    """Grade the request's solution bytes (from ``cache`` where they were graded before).
+
+    The bytes go into a folder of their own, new and private (``mkdtemp``: 0700), so no other user
+    of the machine can put a file where the grading reads one; it is removed afterwards, so an
+    actor killed by Ray leaves at most the folder of the grading it was killed in."""
     task = get_task(request.task_id)
-    folder = Path(tempfile.mkdtemp(prefix="grading-", dir=scratch))
+    folder = Path(tempfile.mkdtemp(prefix="apex-grading-"))
     try:
         path = folder / request.solution.name
         path.write_bytes(request.solution.content)
@@ -85,8 +89,6 @@ class GradingActor:
         self.name = name
         self.wants_gpu = wants_gpu
         self.cache = GradeCache(Path(cache_dir)) if cache_dir else GradeCache()
-        # Private (0700) and new: no other user of the node can put a file where a grading reads one.
-        self.scratch = Path(tempfile.mkdtemp(prefix=f"apex-{name}-"))
         self.answers: OrderedDict[str, ActorReply] = OrderedDict()
 
     def facts(self) -> ActorFacts:
@@ -113,7 +115,7 @@ class GradingActor:
             return known
         where = {"node": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(), "actor": self.name}
         try:
-            reply = ActorReply(result=grade_content(request, self.cache, self.scratch), **where)
+            reply = ActorReply(result=grade_content(request, self.cache), **where)
         except ApexUserError as mistake:
             reply = ActorReply(user_error=str(mistake), **where)
         self.answers[request.grading_id] = reply

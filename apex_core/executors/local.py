@@ -9,9 +9,7 @@ reference (the same requests must get the same verdicts) and the API for an RL l
 from __future__ import annotations
 
 import socket
-import tempfile
 import threading
-from pathlib import Path
 from queue import Queue
 
 from apex_core.errors import ApexUserError
@@ -33,7 +31,6 @@ class LocalExecutor(Executor):
         count = gpu_count()
         self.devices = devices or ([f"cuda:{i}" for i in range(count)] if count else ["cpu"])
         self.host = socket.gethostname()
-        self._scratch = Path(tempfile.mkdtemp(prefix="apex-local-executor-"))
         self._queue: Queue[tuple[GradingRequest, Task] | None] = Queue()
         self._threads = [threading.Thread(target=self._serve, args=(device,), name=f"apex-executor-{device}", daemon=True)
                          for device in self.devices]
@@ -66,7 +63,7 @@ class LocalExecutor(Executor):
             if task.needs_gpu and options.device is None and device != "cpu":
                 options = options.model_copy(update={"device": device})
             try:
-                result = grade_content(request.model_copy(update={"options": options}), self.cache, self._scratch)
+                result = grade_content(request.model_copy(update={"options": options}), self.cache)
             except BaseException as error:  # a user's mistake, or a bug of ours: the caller sees it, the thread serves on
                 self._fail(request, error)
                 continue
