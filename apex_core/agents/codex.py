@@ -9,8 +9,9 @@ calls, messages) read from its JSON events. The solution file is never deleted b
 
 Written against Codex's documented ``exec --json`` events (``thread.started``, ``turn.completed``
 with usage, ``turn.failed``, ``item.completed`` with ``agent_message``, ``command_execution``,
-``file_change``, ``mcp_tool_call``, ``error``); tested on recorded event streams. A run against a
-real model endpoint is not part of CI (the scripted model speaks Anthropic's API only).
+``file_change``, ``mcp_tool_call``, ``error``); tested on recorded event streams, and in CI against
+the scripted model. The model endpoint is the user's Codex configuration (``model_provider`` in
+``$CODEX_HOME/config.toml``, a custom provider included); Apex sets only ``--model``.
 """
 
 from __future__ import annotations

@@ -49,7 +49,10 @@ def json_lines(text: str) -> list[dict[str, Any]]:
 
 def run_session(argv: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None) -> Session:
     try:
-        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout_s,
+        # No stdin: the prompt is on the command line, and a host reading more from stdin (codex
+        # exec does when it is not a terminal) would wait forever, or, under the apex-pipeline MCP
+        # server, take bytes of the MCP session.
+        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
                               env=env if env is not None else os.environ.copy(), check=False)
         return Session(done.stdout, done.stderr, done.returncode, json_lines(done.stdout))
     except subprocess.TimeoutExpired as exc:

@@ -18,8 +18,10 @@ and ``exec`` never asks.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 from apex_core.hosting.hosts import render_codex
@@ -85,3 +87,32 @@ def test_a_plain_words_request_runs_the_whole_pipeline_through_codex_and_mcp(npm
     assert f"Pipeline run {reply['run_id']} finished." in final
     assert f"model reward {reply['model_reward']:.3f}" in final, final
     assert "benchmark-final done" in final and "integrated True" in final
+
+
+def test_apex_run_with_the_codex_backend_records_the_agents_patch_in_its_trajectory(npm_clients, client_env, tmp_path):
+    """The inner agent: ``apex run --agent codex`` starts the user's codex, whose own configuration
+    names the model provider (here the scripted endpoint); Codex writes solution.py with
+    apply_patch and the pipeline grades, integrates and scores it."""
+    codex = Path(npm_clients.bin("codex"))
+    with ScriptedModelServer(load_script("optimize-cpu-mini-codex-agent")) as endpoint:
+        (Path(client_env["CODEX_HOME"]) / "config.toml").write_text(provider_config(endpoint))
+        env = {**client_env, KEY_VARIABLE: "sk-apex-scripted", "PATH": f"{codex.parent}{os.pathsep}{client_env['PATH']}"}
+        done = subprocess.run([sys.executable, "-m", "apex_core.cli.main", "run", "--workload", "cpu-mini", "--agent", "codex",
+                               "--iterations", "1", "--max-turns", "4", "--runs", "2", "--results-dir", str(tmp_path), "--json"],
+                              env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600,
+                              check=False)
+        finished, requests = endpoint.finished, endpoint.requests
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [r.answered_by for r in requests] == ["turn 1: write the solution", "turn 2: done"] and finished
+    state = json.loads(done.stdout)
+    assert [r["status"] for r in state["stages"].values()] == ["done"] * 8
+    (kernel,) = state["kernels"]
+    (iteration,) = kernel["iterations"]
+    agent = iteration["agent"]
+    assert agent["backend"] == "codex" and agent["wrote_solution"] and agent["attempts"] == 1 and not agent["infra_error"]
+    assert [(c["name"], c["ok"]) for c in agent["tool_calls"]] == [("apply_patch", True)], agent["tool_calls"]
+    assert "solution.py" in agent["tool_calls"][0]["arguments"] and agent["turns"] == 3
+    assert iteration["grade"]["outcome"] == "ok" and kernel["integrated"]
+    trajectory = json.loads(next((Path(state["results_dir"]) / "trajectories").glob("*.json")).read_text())
+    assert trajectory["iterations"][0]["agent"]["tool_calls"][0]["name"] == "apply_patch"
+    assert "# Task cpu-mini__rms_norm" in trajectory["iterations"][0]["prompt"]

@@ -2,11 +2,13 @@
 calls, turns, a summary, and the difference between the host failing (retried, never the agent's
 fault), a refused login (the user's to fix) and the agent's own work. Codex's network failure is
 a stream recorded from codex 0.171.0 here; the successful streams are built from the documented
-event types (no model endpoint answers Codex or Cursor in CI)."""
+event types (a real Codex session against the scripted model is in tests/conformance)."""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,6 +56,21 @@ def test_a_codex_session_reads_into_tool_calls_turns_and_usage():
                                                             ("shell", False)]
     assert '"outcome": "ok"' in reading.tool_calls[1].result and reading.turns == 4
     assert reading.summary.startswith("4 actions; 1200 input and 300 output tokens; Graded: ok.") and not reading.host_failure
+
+
+def test_a_session_gets_no_stdin_so_a_host_reading_it_never_waits(tmp_path):
+    """codex exec reads stdin to its end when it is not a terminal; under the apex-pipeline MCP
+    server stdin is the MCP session itself, open until the host hangs up."""
+    read_end, write_end = os.pipe()  # stands for that session: open, silent
+    saved = os.dup(0)
+    os.dup2(read_end, 0)
+    try:
+        session = headless.run_session([sys.executable, "-c", "import sys; print(repr(sys.stdin.read()))"], tmp_path, 10)
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, read_end, write_end):
+            os.close(fd)
+    assert session.exit_code == 0 and session.stdout.strip() == "''"
 
 
 def test_codex_without_a_network_is_the_hosts_failure_even_when_the_time_limit_ends_it():
