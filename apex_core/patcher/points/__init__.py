@@ -7,9 +7,10 @@ solution was built into) and rebinds the one function or method the stack calls.
 other code is untouched, and the same solution that ``apex grade`` graded runs unchanged inside
 the model. Restoring the module removes the adapter and the copy.
 
-Each stack's points live in one module beside this one (``cpu_mini``, ``llama``, ``qwen3_5``), each
-point with its adapter and its model path: how the in-model check calls the patched module the way
-the model does. What was verified where is said in each module and in docs/patching.md.
+Each stack's points live in one module beside this one (``cpu_mini``, ``llama``, ``qwen3_5``,
+``gpt_oss``), each point with its adapter and its model path: how the in-model check calls the
+patched module the way the model does. What was verified where is said in each module and in
+docs/patching.md.
 """
 
 from __future__ import annotations
@@ -101,9 +102,9 @@ class PatchPoint:
 
 
 def _all_points() -> tuple[PatchPoint, ...]:
-    from apex_core.patcher.points import cpu_mini, llama, qwen3_5
+    from apex_core.patcher.points import cpu_mini, gpt_oss, llama, qwen3_5
 
-    return (*cpu_mini.POINTS, *llama.POINTS, *qwen3_5.POINTS)
+    return (*cpu_mini.POINTS, *llama.POINTS, *qwen3_5.POINTS, *gpt_oss.POINTS)
 
 
 POINTS: tuple[PatchPoint, ...] = _all_points()
