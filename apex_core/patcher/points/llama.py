@@ -161,12 +161,22 @@ def _swiglu_body(cls: str) -> Callable[[str], str]:
     return body
 
 
-def _swiglu_path(module_name: str, attribute: str) -> Callable[[Any, Task, str], Callable[..., Any]]:
+def _llama_mlp(mlp_class: Any, width: int) -> Any:
+    """A Llama-style MLP of hidden size 2 x ``width`` and intermediate size ``width``."""
+    from transformers import LlamaConfig
+
+    return mlp_class(LlamaConfig(hidden_size=2 * width, intermediate_size=width, hidden_act="silu", mlp_bias=False,
+                                 num_attention_heads=1, num_key_value_heads=1))
+
+
+def _swiglu_path(module_name: str, attribute: str,
+                 build: Callable[[Any, int], Any] = _llama_mlp) -> Callable[[Any, Task, str], Callable[..., Any]]:
+    """``build``: (the MLP class, intermediate size) -> the MLP of hidden size 2 x intermediate, as
+    the stack's class is constructed."""
     def model_path(module: Any, task: Task, device: str) -> Callable[..., Any]:
         import importlib
 
         import torch
-        from transformers import LlamaConfig
 
         mlp_class = _reached(importlib.import_module(module_name), attribute, "forward")
 
@@ -174,10 +184,8 @@ def _swiglu_path(module_name: str, attribute: str) -> Callable[[Any, Task, str],
             """The MLP with hidden size 2 x intermediate, gate and up weights that pick the two halves
             of its input and down_proj left out: its output is the activation of x, exactly."""
             width = x.shape[-1] // 2
-            config = LlamaConfig(hidden_size=2 * width, intermediate_size=width, hidden_act="silu", mlp_bias=False,
-                                 num_attention_heads=1, num_key_value_heads=1)
             with torch.device("meta"):
-                mlp = mlp_class(config)
+                mlp = build(mlp_class, width)
             mlp = mlp.to_empty(device=x.device).to(x.dtype)
             with torch.no_grad():
                 identity = torch.eye(width, dtype=x.dtype, device=x.device)

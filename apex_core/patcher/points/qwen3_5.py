@@ -1,5 +1,6 @@
 """Qwen3.5-27B's patch points: the gated delta rule of its Gated DeltaNet layers, in prefill form,
-in flash-linear-attention (what ``--kernels fla`` gives the model) and in transformers' own path.
+in flash-linear-attention (what ``--kernels fla`` gives the model) and in transformers' own path;
+its zero-centered RMSNorm and the SiLU-and-mul of its dense MLP, in transformers' own modules.
 
 transformers resolves ``torch_chunk_gated_delta_rule`` when it imports the model: to fla's
 ``chunk_gated_delta_rule`` (imported from ``fla.ops.gated_delta_rule``) where fla is installed,
@@ -14,6 +15,25 @@ the final state returned only when asked for. Calls outside the contract (variab
 a custom scale, fla's in-kernel gates) stay the stack's. Written against fla 0.6.0 and transformers
 5.17's ``modeling_qwen3_5``; checked on the CPU in CI through the transformers point (Triton
 interpreter, the task's CPU shapes).
+
+RMSNorm: ``Qwen3_5RMSNorm`` computes ``norm(x.float()) * (1.0 + weight.float())`` and rounds once,
+the task's contract exactly (a bf16 weight holding the zero-centered offset, 1 + w formed in fp32).
+The task is the decoder layers' input and post-attention norms and the final norm, which the
+model calls on (batch, tokens, hidden): the adapter calls the solution on those as (tokens, hidden)
+rows, bf16 with a bf16 weight. The same class is the attention's per-head q_norm and k_norm, called
+on (batch, tokens, heads, 256): those, and another dtype, keep the stack's norm (a solution graded
+at width 5120 need not handle 256). The gated norm of the DeltaNet layers
+(``Qwen3_5RMSNormGated``: weight w, not 1 + w, times silu of a gate) is another computation and
+stays the stack's.
+
+SiLU-and-mul: ``Qwen3_5MLP`` is Llama's MLP (separate gate and up projections, ``hidden_act``
+silu, no bias), so it takes Llama's adapter: gate and up weights fused once into one matrix whose
+halves are the parameters' storage, one GEMM, then the solution on the (tokens, 2 x intermediate)
+rows, gate half first.
+
+The RMSNorm and SiLU-and-mul points were written against transformers 5.24 (the local venv) and
+are checked on the CPU in CI (Triton interpreter, the tasks' CPU shapes, and a tiny Qwen3.5 whose
+logits through them and the gated delta rule match the unpatched model's); not yet run on a GPU.
 """
 
 from __future__ import annotations
@@ -22,6 +42,7 @@ from collections.abc import Callable
 from typing import Any
 
 from apex_core.patcher.points import PatchPoint
+from apex_core.patcher.points.llama import _rms_norm_path, _swiglu_body, _swiglu_path
 from apex_core.tasks.schema import Task
 
 MODELS = ("qwen3-5-27b",)
@@ -89,6 +110,28 @@ def _path(module_name: str, name: str) -> Callable[[Any, Task, str], Callable[..
     return model_path
 
 
+def _rms_norm_body(loader: str) -> str:
+    return f'''    {loader.strip()}
+    import torch as _apex_torch
+    original = Qwen3_5RMSNorm.forward
+
+    def forward(self, x):
+        if x.dim() != 3 or x.dtype != _apex_torch.bfloat16 or self.weight.dtype != _apex_torch.bfloat16:
+            return original(self, x)  # not this task's contract (the per-head q/k norms among them): the stack's own norm
+        shape = x.shape
+        return solution(x.reshape(-1, shape[-1]).contiguous(), self.weight, self.eps).reshape(shape)
+
+    forward.__apex_solution__ = solution
+    Qwen3_5RMSNorm.forward = forward
+'''
+
+
+def _qwen3_5_mlp(mlp_class: Any, width: int) -> Any:
+    from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig
+
+    return mlp_class(Qwen3_5TextConfig(hidden_size=2 * width, hidden_act="silu"), width)
+
+
 POINTS = (
     PatchPoint(id="transformers.qwen3_5.gated_delta_rule", stack="transformers", kernels=("gated_delta_rule",), models=MODELS,
                module=TRANSFORMERS,
@@ -99,4 +142,12 @@ POINTS = (
                description="fla's chunk_gated_delta_rule (what transformers picks for Qwen3.5 where fla is installed) "
                            "calls the solution",
                body=_body("chunk_gated_delta_rule"), model_path=_path(FLA_EXPORT, "chunk_gated_delta_rule")),
+    PatchPoint(id="transformers.qwen3_5.rms_norm", stack="transformers", kernels=("rms_norm",), models=MODELS,
+               module=TRANSFORMERS,
+               description="transformers' Qwen3_5RMSNorm.forward (zero-centered: 1 + w) calls the solution on bf16 rows",
+               body=_rms_norm_body, model_path=_rms_norm_path("Qwen3_5RMSNorm")),
+    PatchPoint(id="transformers.qwen3_5.silu_and_mul", stack="transformers", kernels=("silu_and_mul",), models=MODELS,
+               module=TRANSFORMERS,
+               description="transformers' Qwen3_5MLP.forward: one GEMM on the fused gate/up weights, then the solution",
+               body=_swiglu_body("Qwen3_5MLP"), model_path=_swiglu_path(TRANSFORMERS, "Qwen3_5MLP", _qwen3_5_mlp)),
 )
