@@ -1,8 +1,8 @@
 """Patch points of the real stacks, on the CPU: our reference Triton solutions (Triton's
-interpreter) patched into transformers' Llama modules pass the in-model check, and a tiny
-Llama-3.1-shaped model then computes what it computed before, through the solutions; Qwen3.5's
-gated delta rule passes the check through transformers' own function. Points are preferred by the
-workload's kernel stack, and a compiled library is refused as a target."""
+interpreter) patched into transformers' Llama, GPT-OSS and Qwen3.5 modules pass the in-model
+check, and tiny models of each then compute what they computed before, through the solutions.
+Points are preferred by the workload's kernel stack, and a compiled library is refused as a
+target."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from apex_core.tasks import get_task
 from apex_core.tasks.reference_solutions import reference_solution_path
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-PROBE = Path(__file__).with_name("tiny_llama_probe.py")
+PROBE = Path(__file__).with_name("tiny_model_probe.py")
 LLAMA = "llama-3-1-8b-instruct"
 
 
@@ -31,9 +31,10 @@ def _tree(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def _probe(out: Path) -> str:
+def _probe(model: str, out: Path) -> str:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, str(PROBE), str(out)], capture_output=True, text=True, timeout=600, env=env, check=False)
+    done = subprocess.run([sys.executable, str(PROBE), model, str(out)], capture_output=True, text=True, timeout=600, env=env,
+                          check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip()
 
@@ -52,26 +53,46 @@ def restored_transformers():
     assert _tree(folder) == before
 
 
+def _same_model_through_the_patched_solutions(model: str, tasks: list[str], points: list[str], tmp_path: Path) -> tuple[dict, dict]:
+    """Apply our solutions of ``tasks``, each at its point of ``points``, and run the tiny ``model``
+    before and after; its outputs before and after, once each solution was seen to run in it."""
+    assert _probe(model, tmp_path / "before.pt") == "called=0"
+    applied = apply_solutions([(t, reference_solution_path(get_task(t))) for t in tasks], tmp_path / "results")
+    assert [(a.point, a.applied) for a in applied] == [(point, True) for point in points], [a.reason for a in applied]
+    assert all(a.check.shapes_checked == len(get_task(a.task_id).cpu_shapes) for a in applied)
+    names = " ".join(task.split("__")[1] for task in tasks)
+    assert _probe(model, tmp_path / "after.pt") == f"{names} called={len(tasks)}"  # each solution ran in the model
+    before, after = torch.load(tmp_path / "before.pt"), torch.load(tmp_path / "after.pt")
+    for name in ("prefill", "decode"):  # a few bf16 roundings apart at most, layer after layer
+        torch.testing.assert_close(after[name], before[name], atol=0.1, rtol=0.05)
+    return before, after
+
+
 @pytest.mark.slow
 def test_a_tiny_llama_computes_the_same_logits_through_the_patched_rms_norm_rope_and_silu_and_mul(
         interpreted, restored_transformers, tmp_path):
-    assert _probe(tmp_path / "before.pt") == "called=0"
-    tasks = [f"{LLAMA}__rms_norm", f"{LLAMA}__rope", f"{LLAMA}__silu_and_mul"]
-    applied = apply_solutions([(t, reference_solution_path(get_task(t))) for t in tasks], tmp_path / "results")
-    assert [(a.point, a.applied) for a in applied] == [
-        ("transformers.llama.rms_norm", True), ("transformers.llama.rope", True), ("transformers.llama.silu_and_mul", True)
-    ], [a.reason for a in applied]
-    assert all(a.check.shapes_checked == len(get_task(a.task_id).cpu_shapes) for a in applied)
-    assert _probe(tmp_path / "after.pt") == "rms_norm rope silu_and_mul called=3"  # each solution ran in the model
-    before, after = torch.load(tmp_path / "before.pt"), torch.load(tmp_path / "after.pt")
-    for name in ("prefill", "decode"):  # one bf16 rounding apart at most, layer after layer
-        torch.testing.assert_close(after[name], before[name], atol=0.1, rtol=0.05)
+    _same_model_through_the_patched_solutions(
+        "llama", [f"{LLAMA}__rms_norm", f"{LLAMA}__rope", f"{LLAMA}__silu_and_mul"],
+        ["transformers.llama.rms_norm", "transformers.llama.rope", "transformers.llama.silu_and_mul"], tmp_path)
 
 
-def test_qwen3_5s_gated_delta_rule_passes_through_transformers_own_function(interpreted, restored_transformers, tmp_path):
-    task = get_task("qwen3-5-27b__gated_delta_rule")
-    (applied,) = apply_solutions([(task.id, reference_solution_path(task))], tmp_path / "results")
-    assert applied.applied and applied.point == "transformers.qwen3_5.gated_delta_rule", applied.reason
+@pytest.mark.slow
+def test_a_tiny_gpt_oss_computes_the_same_logits_and_routes_through_the_patched_rms_norm_router_and_clamped_swiglu(
+        interpreted, restored_transformers, tmp_path):
+    before, after = _same_model_through_the_patched_solutions(
+        "gpt-oss", ["gpt-oss-20b__rms_norm", "gpt-oss-20b__moe_router", "gpt-oss-20b__swiglu_clamped"],
+        ["transformers.gpt_oss.rms_norm", "transformers.gpt_oss.moe_router", "transformers.gpt_oss.swiglu_clamped"], tmp_path)
+    assert before["ties"] == 0, "a tie at the k-th router logit: either expert is right; the probe needs another seed"
+    assert after["routes"] == before["routes"]  # every token went to the same four experts
+
+
+@pytest.mark.slow
+def test_a_tiny_qwen3_5_computes_the_same_logits_through_the_patched_rms_norm_silu_and_mul_and_gated_delta_rule(
+        interpreted, restored_transformers, tmp_path):
+    _same_model_through_the_patched_solutions(
+        "qwen3.5", ["qwen3-5-27b__rms_norm", "qwen3-5-27b__silu_and_mul", "qwen3-5-27b__gated_delta_rule"],
+        ["transformers.qwen3_5.rms_norm", "transformers.qwen3_5.silu_and_mul", "transformers.qwen3_5.gated_delta_rule"],
+        tmp_path)
 
 
 def test_the_workloads_kernel_stack_picks_its_points_where_they_are_installed(tmp_path, monkeypatch):
