@@ -76,6 +76,9 @@ MODULE_RULES: tuple[tuple[re.Pattern[str], re.Pattern[str] | None, str], ...] = 
         (r"GatedDeltaNet|GatedDeltaRule", None, "gated_delta_rule"),
         (r"^Conv1d$|ShortConvolution|CausalConv1d", None, "causal_conv1d"),
         (r"TopkRouter|TopKRouter|Router$", None, "moe_router"),
+        # GPT-OSS's experts gate their GEMMs' output with a clamped SwiGLU (``_apply_gate``): the
+        # elementwise ops under the experts are that activation, the GEMMs the MoE itself.
+        (r"GptOss\w*Experts$", _ELEMENTWISE, "swiglu_clamped"),
         (r"Experts$|SparseMoeBlock$|MoE$|Moe$", None, "fused_moe"),
         (r"^Linear$|^LinearBase$|ParallelLinear$|ReplicatedLinear$", None, GEMM),
         (r"Attention$|Attn$", r"paged|decode", "paged_decode_attention"),

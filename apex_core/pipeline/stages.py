@@ -28,6 +28,7 @@ from apex_core.pipeline.state import KernelRecord, RunState
 from apex_core.progress import Progress, reporter
 from apex_core.score import model_reward
 from apex_core.tasks import get_task
+from apex_core.tasks.schema import Task
 from apex_core.workloads import customize, get_workload
 from apex_core.workloads.spec import WorkloadSpec
 
@@ -85,6 +86,9 @@ def identify_stage(state: RunState, progress: Progress | None) -> str:
         if not kernel.patchable:
             skipped.append(f"{task.id} (not patchable: {kernel.patchable_reason})")
             continue
+        if not _has_patch_point(task, workload_spec(state).kernels):
+            skipped.append(f"{task.id} (no patch point in the stacks installed here: it could not be integrated)")
+            continue
         chosen.append(KernelRecord(task_id=task.id, kernel=task.kernel, language=task.language, difficulty=task.difficulty,
                                    rank=kernel.rank, kernel_name=kernel.name, device_time_share=kernel.device_time_share))
     state.kernels = chosen
@@ -95,6 +99,19 @@ def identify_stage(state: RunState, progress: Progress | None) -> str:
     return (f"{len(chosen)} kernel(s) to optimize: "
             + ", ".join(f"{k.task_id} ({k.device_time_share:.1%})" for k in chosen)
             + (f"; left out: {', '.join(skipped)}" if skipped else ""))
+
+
+def _has_patch_point(task: Task, kernel_stacks: tuple[str, ...]) -> bool:
+    """Whether a winner of ``task`` could be integrated here: optimizing a kernel that no stack
+    lets us patch (GPT-OSS's cuBLAS GEMMs, an MoE with no point yet) would spend the run's
+    iterations on a result the model never runs."""
+    from apex_core.patcher.points import point_for
+
+    try:
+        point_for(task, kernel_stacks=kernel_stacks)
+    except ApexUserError:
+        return False
+    return True
 
 
 def grading_devices(kernels: int) -> list[str | None]:
