@@ -53,6 +53,8 @@ def run_pipeline(config: RunConfig | None, results_root: Path, *, resume: Path |
         state = new_run(config, results_root)
     else:
         raise ApexUserError("give --workload to start a run, or --resume RUN_DIR to go on with one")
+    if resume is not None and chosen is None:
+        _integrate_again_if_restored(state)
     state.observe(on_save)
     report = reporter(progress)
     previous_sigterm = None
@@ -92,6 +94,21 @@ def run_pipeline(config: RunConfig | None, results_root: Path, *, resume: Path |
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
     return state
+
+
+def _integrate_again_if_restored(state: RunState) -> None:
+    """A run stopped after integrate restored its patches on the way out (it never leaves one
+    behind), so benchmark-final, resumed, would find nothing to measure: integrate runs again
+    first, from the same gradings."""
+    from apex_core.patcher import status
+
+    integrate, final = state.stages["integrate"], state.stages["benchmark-final"]
+    if integrate.status != "done" or final.status in ("done", "skipped"):
+        return
+    journal = status()
+    if journal is None or not journal.active():
+        integrate.status = "pending"
+        integrate.summary = "to run again: the patches were restored when the run stopped"
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:

@@ -59,6 +59,25 @@ def test_a_run_stopped_after_identify_resumes_from_optimize_without_measuring_ag
     assert load_run(first.folder).stages["integrate"].status == "pending"
 
 
+def test_a_run_stopped_in_benchmark_final_integrates_again_on_resume_and_measures(tmp_path):
+    """Stopping restores the patches (a run never leaves one behind), so the resumed run must put
+    them back before it measures, not skip benchmark-final for want of a patch."""
+    from apex_core.patcher import restore, status
+
+    config = RunConfig(workload="cpu-mini", runs=2, leaderboard=False)
+    first = run_pipeline(config, tmp_path, only=("benchmark", "identify", "optimize", "grade", "integrate"))
+    assert first.kernel(TASK).integrated
+    restore()  # what the stopped run did on its way out
+    first.stages["benchmark-final"].status, first.stages["benchmark-final"].error = "failed", "interrupted"
+    first.save()
+    resumed = run_pipeline(None, tmp_path, resume=first.folder)
+    assert resumed.stages["integrate"].status == "done" and resumed.kernel(TASK).integrated
+    assert resumed.stages["benchmark-final"].status == "done" and resumed.final["median_ratio"] > 1
+    assert [resumed.stages[n].status for n in STAGES] == ["done"] * len(STAGES)
+    journal = status()
+    assert journal is None or not journal.active()
+
+
 def _trajectory_file(folder: Path, codes: list[str]) -> Path:
     steps = [{"solution_code": code} for code in codes]
     path = folder / "recorded.json"
