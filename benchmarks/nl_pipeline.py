@@ -58,16 +58,22 @@ def prompt_for(name: str, kernel_types: str, top_k: int) -> str:
             "3 optimization iterations, at most 25 agent turns per iteration, claude agent backend, and the leaderboard on.")
 
 
-def build_script(model: str, runs: int) -> Script:
+RESUME = "Resume the optimization pipeline run {run_id} where it stopped."
+"""The second prompt, for a run a time limit stopped (the state on disk says where)."""
+
+
+def build_script(model: str, runs: int, resume: Path | None = None) -> Script:
     name, workload, kernel_types, top_k = MODELS[model]
-    settings = {"workload": workload, "kernel_types": [kernel_types], "top_k": top_k, "iterations": 3, "max_turns": 25,
-                "agent": "claude", "leaderboard": True, "runs": runs}
+    settings: dict[str, object] = {"workload": workload, "kernel_types": [kernel_types], "top_k": top_k, "iterations": 3,
+                                   "max_turns": 25, "agent": "claude", "leaderboard": True, "runs": runs}
+    asked = f"Run the full optimization pipeline for {name}"
+    if resume is not None:
+        settings, asked = {"workload": workload, "resume_run": str(resume)}, RESUME.format(run_id=resume.name)
     report = ("Pipeline run {{ tool_result.run_id }} finished: model reward {{ tool_result.model_reward }}; "
               "end to end {{ tool_result.final.verdict }}.\nStages: {{ tool_result.stages }}\n"
               "Kernels: {{ tool_result.kernels }}\nReport: {{ tool_result.reports }}")
     turns = [
-        Turn(name="start the pipeline", match=Match(user_text_contains=f"Run the full optimization pipeline for {name}",
-                                                   tools_include=[TOOL]),
+        Turn(name="start the pipeline", match=Match(user_text_contains=asked, tools_include=[TOOL]),
              reply=[{"type": "text", "text": "I'll run the whole pipeline with the settings you gave."},
                     {"type": "tool_use", "name": TOOL, "input": settings}]),
         Turn(name="report the run", match=Match(tool_result_for=TOOL, tool_result_is_error=False),
@@ -136,11 +142,19 @@ def main() -> int:
     parser.add_argument("--claude", type=Path, default=Path(shutil.which("claude") or "claude"))
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--timeout", type=float, default=3000)
+    parser.add_argument("--resume", action="store_true", help="ask to resume the newest run of the model instead")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    name, _, kernel_types, top_k = MODELS[args.model]
+    name, workload, kernel_types, top_k = MODELS[args.model]
     prompt = prompt_for(name, kernel_types, top_k)
-    script = build_script(args.model, args.runs)
+    resume = None
+    if args.resume:
+        runs = sorted((REPO_ROOT / "results" / "runs").glob(f"*-{workload}-*"))
+        if not runs:
+            parser.error(f"--resume: no run of {workload} under results/runs")
+        resume = runs[-1]
+        prompt = RESUME.format(run_id=resume.name)
+    script = build_script(args.model, args.runs, resume)
     (args.out / "script.json").write_text(script.model_dump_json(indent=1))
     home = Path(tempfile.mkdtemp(prefix="apex-nl-home-"))
     (home / ".claude").mkdir()
