@@ -7,7 +7,8 @@ Codex's own configuration, as a user with a custom provider has it. The same scr
 test uses turns the words into ``run_pipeline``'s typed parameters; Codex calls the real
 apex-pipeline server, which benchmarks, identifies, optimizes (replay agent), grades, integrates,
 benchmarks again, scores and reports; the final message quotes what came back. The test checks
-the call's parameters, the run on disk (report, leaderboard) and the message.
+the call's parameters, the run on disk (report, leaderboard) and the message. The README's Triton
+prompt runs the same way: Codex writes the kernel to output/ with apply_patch and grades it.
 
 ``run_pipeline`` is approved for the run on the command line (``-c mcp_servers.apex-pipeline.
 tools.run_pipeline.approval_mode="approve"``), as Claude Code's test allows it with
@@ -116,3 +117,40 @@ def test_apex_run_with_the_codex_backend_records_the_agents_patch_in_its_traject
     trajectory = json.loads(next((Path(state["results_dir"]) / "trajectories").glob("*.json")).read_text())
     assert trajectory["iterations"][0]["agent"]["tool_calls"][0]["name"] == "apply_patch"
     assert "# Task cpu-mini__rms_norm" in trajectory["iterations"][0]["prompt"]
+
+
+TRITON_PROMPT = "Optimize the rms_norm Triton kernel on MI355X. Write the solution to output/, grade it when done, and show the score breakdown."
+TRITON_TASK = "llama-3-1-8b-instruct__rms_norm"
+
+
+def test_the_triton_prompt_in_codex_writes_to_output_grades_through_mcp_and_shows_the_breakdown(npm_clients, client_env,
+                                                                                                tmp_path):
+    """The README's third prompt: Codex adds the file with apply_patch (its own tool) and grades it
+    with the grader's tool, which declares itself read-only, so exec runs it without approval."""
+    codex = npm_clients.bin("codex")
+    workspace = tmp_path / "workspace"
+    (workspace / ".codex").mkdir(parents=True)
+    (workspace / ".codex" / "config.toml").write_text(render_codex())
+    (workspace / ".venv").symlink_to(REPO_ROOT / ".venv", target_is_directory=True)
+    with ScriptedModelServer(load_script("optimize-rms-norm-triton-codex")) as endpoint:
+        config = provider_config(endpoint) + f'\n[projects."{workspace}"]\ntrust_level = "trusted"\n'
+        (Path(client_env["CODEX_HOME"]) / "config.toml").write_text(config)
+        done = subprocess.run([codex, "exec", "--json", "--skip-git-repo-check", "-c", "mcp_optional_startup_grace_ms=60000",
+                               TRITON_PROMPT], cwd=workspace, env={**client_env, KEY_VARIABLE: "sk-apex-scripted"},
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600, check=False)
+        finished = endpoint.finished
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert finished
+    solution = workspace / "output" / TRITON_TASK / "solution.py"
+    assert "@triton.jit" in solution.read_text()
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    items = [e["item"] for e in events if e["type"] == "item.completed"]
+    calls = [i for i in items if i["type"] == "mcp_tool_call"]
+    assert [(c["server"], c["tool"], c["status"]) for c in calls] == [("apex-grader", "grade_solution", "completed")], calls
+    verdict = json.loads(calls[0]["result"]["content"][0]["text"])
+    assert verdict["outcome"] == "ok" and verdict["correct"] and Path(verdict["solution_path"]) == solution.resolve()
+    breakdown = verdict["score_breakdown"]
+    final = [i["text"] for i in items if i["type"] == "agent_message"][-1]
+    expected = (f"Score breakdown: compiled {breakdown['compiled']:g} + correct {breakdown['correct']:g} + "
+                f"speedup {breakdown['speedup']:.1f} = {verdict['score']:.1f}")
+    assert expected in final, final
