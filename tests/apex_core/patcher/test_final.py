@@ -81,3 +81,29 @@ def test_a_patch_that_makes_the_model_badly_slow_is_found_by_bisection_and_left_
     assert result.patches == [{"task_id": TASK, "solution": str(GOOD)}] and result.significant and result.improvement > 0.5
     assert result.model_reward is None and "no grading" in result.reward_note  # none was graded here
     assert status() is None
+
+
+def test_the_model_rewards_kernel_score_is_the_newest_grading_of_the_patched_file_not_its_best(tmp_path):
+    """A file graded twice (the loop's grading, then the pipeline's fresh regrade): the best of the two
+    overstates it, so the reward takes the newest."""
+    import os
+
+    from apex_core.grader.result import GradeResult
+    from apex_core.grader.solution_file import file_hash
+    from apex_core.patcher.final import _Patch, integrated_kernel_score
+
+    data = json.loads((Path(__file__).resolve().parents[1] / "pipeline" / "data" / "cpu-mini__rms_norm.grade.json").read_text())
+    result = GradeResult.model_validate(data[0] if isinstance(data, list) else data)
+    solution = tmp_path / "solution.py"
+    solution.write_text("def rms_norm(x, weight, eps):\n    return x\n")
+    provenance = result.provenance.model_copy(update={"solution_hash": file_hash(solution)})
+    lucky = result.model_copy(update={"provenance": provenance, "score": result.score.model_copy(update={"normalized": 0.9})})
+    fresh = result.model_copy(update={"provenance": provenance, "score": result.score.model_copy(update={"normalized": 0.6})})
+    (tmp_path / "results" / "output").mkdir(parents=True)
+    older, newer = tmp_path / "results" / "output" / "iteration1.json", tmp_path / "results" / "regrade.json"
+    older.write_text(lucky.model_dump_json())
+    newer.write_text(fresh.model_dump_json())
+    os.utime(older, ns=(1_000_000_000, 1_000_000_000))
+    patch = _Patch(task_id=result.task_id, solution=str(solution))
+    score, note = integrated_kernel_score([patch], tmp_path / "results")
+    assert score == pytest.approx(0.6) and "mean normalized kernel score of 1 patch" in note
