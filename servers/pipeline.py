@@ -15,12 +15,12 @@ import anyio.to_thread
 from fastmcp import Context
 from pydantic import BaseModel, Field
 
+from apex_core.pipeline.child import run_in_child
 from apex_core.pipeline.config import RunConfig
 from apex_core.pipeline.export_rl import ExportSummary, export_rl
 from apex_core.pipeline.leaderboard import LEADERBOARD_FILE, Leaderboard, Standing
-from apex_core.pipeline.runner import run_pipeline as run_stages
 from apex_core.pipeline.state import RunState, latest_run, load_run
-from servers._common import READ_ONLY, create_server, in_thread_with_progress, user_errors_as_tool_errors
+from servers._common import READ_ONLY, create_server, log, user_errors_as_tool_errors
 
 mcp = create_server(
     "apex-pipeline",
@@ -96,8 +96,11 @@ async def run_pipeline(
         workload=workload, kernels=tuple(kernel_stacks), top_k=top_k, kernel_types=tuple(kernel_types), iterations=iterations,
         max_turns=max_turns, agent=agent, agent_model=agent_model, score_threshold=score_threshold, runs=runs,
         leaderboard=leaderboard, executor=executor, ray_address=ray_address)
-    state = await in_thread_with_progress(
-        ctx, lambda progress: run_stages(config, RESULTS_ROOT, resume=Path(resume_run) if resume_run else None, progress=progress))
+    # In a child process of its own: it restores the environment even when the host or this server goes away.
+    state = await run_in_child(
+        config, RESULTS_ROOT, resume=Path(resume_run) if resume_run else None,
+        progress=lambda fraction, message: ctx.report_progress(round(100 * fraction, 2), 100.0, message),
+        started=lambda pid, folder: log.info("run_pipeline: run %s in process %d", folder, pid))
     return _view(state)
 
 
