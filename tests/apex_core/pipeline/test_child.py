@@ -183,11 +183,15 @@ def test_cancelling_the_awaited_run_mid_integrate_stops_the_child_and_it_restore
 
 
 def test_a_child_stopped_from_elsewhere_is_a_stopped_run_to_resume_not_a_result(tmp_path):
-    def stop(pid: int, folder: Path) -> None:
-        os.kill(pid, signal.SIGTERM)
+    children: list[int] = []
+
+    def stop_while_loading(fraction: float, message: str) -> None:
+        if message.startswith("benchmark: loading"):
+            os.kill(children[0], signal.SIGTERM)
 
     with pytest.raises(PipelineStopped) as stopped:
-        run_in_child_blocking(CONFIG, tmp_path, only=("benchmark",), started=stop)
+        run_in_child_blocking(CONFIG, tmp_path, only=("benchmark",), progress=stop_while_loading,
+                              started=lambda pid, _: children.append(pid))
     (folder,) = (tmp_path / RUNS_DIR).iterdir()
     assert str(stopped.value) == (f"the pipeline run was stopped (SIGTERM) before it finished and restored its patches "
                                   f"({folder.resolve()}; resume_run or apex run --resume goes on with it)")
