@@ -54,21 +54,27 @@ def provider_config(endpoint: ScriptedModelServer) -> str:
     ])
 
 
-def test_a_plain_words_request_runs_the_whole_pipeline_through_codex_and_mcp(npm_clients, client_env, tmp_path):
-    codex = npm_clients.bin("codex")
-    workspace = tmp_path / "workspace"
+def run_codex_in_project(codex: str, client_env: dict[str, str], workspace: Path, script: str, prompt: str,
+                         *options: str) -> tuple[subprocess.CompletedProcess[str], ScriptedModelServer]:
+    """``codex exec --json`` in a trusted project folder holding our rendered .codex/config.toml,
+    with the scripted endpoint playing ``script`` as the model provider (a user's own config)."""
     (workspace / ".codex").mkdir(parents=True)
     (workspace / ".codex" / "config.toml").write_text(render_codex())
     (workspace / ".venv").symlink_to(REPO_ROOT / ".venv", target_is_directory=True)
-    with ScriptedModelServer(load_script("run-pipeline-cpu-mini")) as endpoint:
+    with ScriptedModelServer(load_script(script)) as endpoint:
         config = provider_config(endpoint) + f'\n[projects."{workspace}"]\ntrust_level = "trusted"\n'
         (Path(client_env["CODEX_HOME"]) / "config.toml").write_text(config)
-        env = {**client_env, KEY_VARIABLE: "sk-apex-scripted"}
         done = subprocess.run([codex, "exec", "--json", "--skip-git-repo-check", "-c", "mcp_optional_startup_grace_ms=60000",
-                               "-c", 'mcp_servers.apex-pipeline.tools.run_pipeline.approval_mode="approve"', PROMPT],
-                              cwd=workspace, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=600, check=False)
-        finished, requests = endpoint.finished, endpoint.requests
+                               *options, prompt], cwd=workspace, env={**client_env, KEY_VARIABLE: "sk-apex-scripted"},
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600, check=False)
+    return done, endpoint
+
+
+def test_a_plain_words_request_runs_the_whole_pipeline_through_codex_and_mcp(npm_clients, client_env, tmp_path):
+    workspace = tmp_path / "workspace"
+    done, endpoint = run_codex_in_project(npm_clients.bin("codex"), client_env, workspace, "run-pipeline-cpu-mini", PROMPT,
+                                          "-c", 'mcp_servers.apex-pipeline.tools.run_pipeline.approval_mode="approve"')
+    finished, requests = endpoint.finished, endpoint.requests
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert [(r.path, r.answered_by) for r in requests] == [("/v1/responses", "turn 1: start the pipeline"),
                                                            ("/v1/responses", "turn 2: report the run")] and finished
@@ -127,18 +133,10 @@ def test_the_triton_prompt_in_codex_writes_to_output_grades_through_mcp_and_show
                                                                                                 tmp_path):
     """The README's third prompt: Codex adds the file with apply_patch (its own tool) and grades it
     with the grader's tool, which declares itself read-only, so exec runs it without approval."""
-    codex = npm_clients.bin("codex")
     workspace = tmp_path / "workspace"
-    (workspace / ".codex").mkdir(parents=True)
-    (workspace / ".codex" / "config.toml").write_text(render_codex())
-    (workspace / ".venv").symlink_to(REPO_ROOT / ".venv", target_is_directory=True)
-    with ScriptedModelServer(load_script("optimize-rms-norm-triton-codex")) as endpoint:
-        config = provider_config(endpoint) + f'\n[projects."{workspace}"]\ntrust_level = "trusted"\n'
-        (Path(client_env["CODEX_HOME"]) / "config.toml").write_text(config)
-        done = subprocess.run([codex, "exec", "--json", "--skip-git-repo-check", "-c", "mcp_optional_startup_grace_ms=60000",
-                               TRITON_PROMPT], cwd=workspace, env={**client_env, KEY_VARIABLE: "sk-apex-scripted"},
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600, check=False)
-        finished = endpoint.finished
+    done, endpoint = run_codex_in_project(npm_clients.bin("codex"), client_env, workspace, "optimize-rms-norm-triton-codex",
+                                          TRITON_PROMPT)
+    finished = endpoint.finished
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert finished
     solution = workspace / "output" / TRITON_TASK / "solution.py"
