@@ -72,6 +72,7 @@ def identify_stage(state: RunState, progress: Progress | None) -> str:
     found = identify_run(run_dir, top_k=None, progress=lambda f, m: report(0.5 + 0.5 * f, m))
     state.identify_file = str(run_dir / "identify.json")
     languages = set(state.config.kernel_types)
+    stacks = workload_spec(state).kernels
     chosen: list[KernelRecord] = []
     skipped: list[str] = []
     for kernel in found.kernels:  # ranked by device time
@@ -86,7 +87,7 @@ def identify_stage(state: RunState, progress: Progress | None) -> str:
         if not kernel.patchable:
             skipped.append(f"{task.id} (not patchable: {kernel.patchable_reason})")
             continue
-        if not _has_patch_point(task, workload_spec(state).kernels):
+        if not _has_patch_point(task, stacks):
             skipped.append(f"{task.id} (no patch point in the stacks installed here: it could not be integrated)")
             continue
         chosen.append(KernelRecord(task_id=task.id, kernel=task.kernel, language=task.language, difficulty=task.difficulty,
