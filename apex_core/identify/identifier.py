@@ -42,7 +42,9 @@ def _kind(row: ProfiledKernel, demangled: str, symbol: SourceSymbol | None, dtyp
     if symbol is not None:
         found = (kind_from_source(symbol.name, symbol.module), "source")
     if found[0] is None:
-        found = (kind_from_module(row.module, row.name), "module")
+        # A module rule may name the op (elementwise ops in an Attention are the rotary embedding's):
+        # on a GPU that is the launching op, since a kernel's own name (elementwise_kernel<...>) says none.
+        found = (kind_from_module(row.module, row.launch_op or row.name), "module")
     if found[0] is None:
         found = (kind_from_name(demangled), "name")
     kind, evidence = found
@@ -161,7 +163,7 @@ def identify(
     wanted_kinds = _check_choices("kernel kind", kinds, (*KERNEL_KINDS, OTHER))
     index = index if index is not None else build_index()
     total = sum(row.total_time_us for row in rows) or 1.0
-    ranked = sorted(rows, key=lambda row: (-row.total_time_us, row.name))
+    ranked = sorted(rows, key=lambda row: (-row.total_time_us, row.name, row.module or ""))
     identified = [
         identify_row(row, row.share if row.share is not None else row.total_time_us / total, slug, dtype_name, index, recording).model_copy(update={"rank": rank})
         for rank, row in enumerate(ranked, start=1)

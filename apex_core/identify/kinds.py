@@ -75,6 +75,7 @@ MODULE_RULES: tuple[tuple[re.Pattern[str], re.Pattern[str] | None, str], ...] = 
         (r"GatedDeltaNet|GatedDeltaRule", r"conv", "causal_conv1d"),
         (r"GatedDeltaNet|GatedDeltaRule", None, "gated_delta_rule"),
         (r"^Conv1d$|ShortConvolution|CausalConv1d", None, "causal_conv1d"),
+        (r"TopkRouter|TopKRouter|Router$", r"mm|matmul|linear|gemm", GEMM),  # the router's projection
         (r"TopkRouter|TopKRouter|Router$", None, "moe_router"),
         # GPT-OSS's experts gate their GEMMs' output with a clamped SwiGLU (``_apply_gate``): the
         # elementwise ops under the experts are that activation, the GEMMs the MoE itself.

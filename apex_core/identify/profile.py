@@ -27,6 +27,7 @@ class ProfiledKernel(BaseModel):
     total_time_us: float = Field(ge=0)
     share: float | None = Field(default=None, ge=0, le=1)
     module: str | None = Field(default=None, description="innermost nn.Module class the kernel ran under")
+    launch_op: str | None = Field(default=None, description="for a GPU kernel, the PyTorch op that launched it (aten::mul)")
     input_shapes: list[Any] = Field(default_factory=list)
 
 

@@ -40,10 +40,16 @@ class _Group:
 
 
 def summarize_launches(launches: Iterable[Launch], device: Literal["cuda", "cpu"]) -> list[KernelRecord]:
-    """One record per kernel name; module and launching op are the ones with the most of its time."""
-    groups: dict[str, _Group] = defaultdict(_Group)
+    """One record per kernel name and module; its launching op is the one with the most of its time.
+
+    Split by module because PyTorch's generic kernels (one ``elementwise_kernel<MulFunctor<bf16>>``
+    serves every bf16 multiply) run under many modules: an RMSNorm's multiply and an MoE
+    activation's are different bottlenecks, and summed into one row both would be credited to
+    whichever module had the most of the time.
+    """
+    groups: dict[tuple[str, str | None], _Group] = defaultdict(_Group)
     for launch in launches:
-        group = groups[launch.name]
+        group = groups[(launch.name, launch.module or None)]
         group.calls += 1
         group.total_us += launch.time_us
         if launch.module:
@@ -63,7 +69,7 @@ def summarize_launches(launches: Iterable[Launch], device: Literal["cuda", "cpu"
             launch_op=_most(group.launch_ops),
             input_shapes=group.shapes,
         )
-        for name, group in groups.items()
+        for (name, _module), group in groups.items()
     ]
     return finish(records)
 
@@ -88,7 +94,7 @@ def finish(records: list[KernelRecord]) -> list[KernelRecord]:
             update["mangled_name"] = record.name
             update["name"] = readable[record.name]
         finished.append(record.model_copy(update=update))
-    return sorted(finished, key=lambda record: (-record.total_time_us, record.name))
+    return sorted(finished, key=lambda record: (-record.total_time_us, record.name, record.module or ""))
 
 
 def _most(counter: Counter[str]) -> str | None:

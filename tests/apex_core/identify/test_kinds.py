@@ -63,6 +63,8 @@ def test_a_float32_gemm_is_no_gemm_task_of_ours():
         ("LlamaRMSNorm", "aten::pow", "rms_norm"),
         ("Qwen3RMSNorm", "aten::rsqrt", "rms_norm"),
         ("DeepseekV3TopkRouter", "aten::sigmoid", "moe_router"),
+        ("GptOssTopKRouter", "aten::topk", "moe_router"),
+        ("GptOssTopKRouter", "aten::addmm", "gemm"),
         ("GptOssExperts", "aten::bmm", "fused_moe"),
         ("GptOssExperts", "aten::_grouped_mm", "fused_moe"),
         ("GptOssExperts", "aten::clamp", "swiglu_clamped"),
@@ -75,3 +77,22 @@ def test_a_float32_gemm_is_no_gemm_task_of_ours():
 )
 def test_module_classes_name_the_kind_of_the_ops_run_inside_them(module, op, kind):
     assert kind_from_module(module, op) == kind
+
+
+@pytest.mark.parametrize(
+    ("module", "launch_op", "kind"),
+    [
+        ("GptOssExperts", "aten::clamp", "swiglu_clamped"),
+        ("GptOssExperts", "aten::mul", "swiglu_clamped"),
+        ("GptOssExperts", "aten::_grouped_mm", "fused_moe"),
+        ("GptOssRMSNorm", "aten::mul", "rms_norm"),
+        ("GptOssAttention", "aten::cat", "rope"),
+        ("LlamaMLP", "aten::mul", "silu_and_mul"),
+    ],
+)
+def test_a_gpu_kernel_takes_the_op_rules_of_its_module_from_the_op_that_launched_it(stack_index, module, launch_op, kind):
+    """The kernel's own name (elementwise_kernel<...>) names no op; the launching aten op does."""
+    name = "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&)>(int)"
+    row = ProfiledKernel(name=name, module=module, launch_op=launch_op, total_time_us=10.0)
+    found = identify_row(row, 0.1, "gpt-oss-20b", "bfloat16", stack_index, None)
+    assert (found.kind, found.kind_evidence, found.kernel_type) == (kind, "module", "aten")
