@@ -108,7 +108,7 @@ async def restore_patches() -> Restored:
 async def run_final_benchmark(
     ctx: Context,
     workload: Annotated[str, Field(min_length=2, max_length=64, description="The workload of the first benchmark, e.g. cpu-mini.")],
-    runs: Annotated[int | None, Field(ge=2, le=50, description="Pairs of runs; default: as many as the last benchmark.")] = None,
+    runs: Annotated[int | None, Field(ge=2, le=50, description="Pairs of runs; default: as many as the last benchmark, at least 6.")] = None,
 ) -> FinalBenchmark:
     """Measure the workload with and without the applied patches, alternately in one session: the tokens/s ratio,
     its 95% interval and whether the change is significant; then every patch is restored. Use it after

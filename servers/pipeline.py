@@ -80,7 +80,9 @@ async def run_pipeline(
         description="replay (offline, our solutions), claude, codex or cursor.")] = "replay",
     agent_model: Annotated[str | None, Field(max_length=128, description="The agent's model.")] = None,
     score_threshold: Annotated[float, Field(gt=0, description="Kernel score that ends a kernel's iterations early.")] = 300.0,
-    runs: Annotated[int, Field(ge=2, le=100, description="Benchmark runs and final-benchmark pairs.")] = 5,
+    runs: Annotated[int, Field(ge=2, le=100, description="Benchmark runs.")] = 5,
+    final_pairs: Annotated[int | None, Field(ge=2, le=100, description=(
+        "Final-benchmark pairs; default runs, at least 6 (the fewest for a distribution-free 95% interval)."))] = None,
     leaderboard: Annotated[bool, Field(description="Add the run's kernels to the leaderboard.")] = True,
     executor: Annotated[Literal["local", "ray"], Field(
         description="Where gradings run: local (this machine's GPUs) or ray (one grading actor per GPU of a Ray cluster).")] = "local",
@@ -95,7 +97,7 @@ async def run_pipeline(
     config = None if resume_run else RunConfig(
         workload=workload, kernels=tuple(kernel_stacks), top_k=top_k, kernel_types=tuple(kernel_types), iterations=iterations,
         max_turns=max_turns, agent=agent, agent_model=agent_model, score_threshold=score_threshold, runs=runs,
-        leaderboard=leaderboard, executor=executor, ray_address=ray_address)
+        final_pairs=final_pairs, leaderboard=leaderboard, executor=executor, ray_address=ray_address)
     # In a child process of its own: it restores the environment even when the host or this server goes away.
     state = await run_in_child(
         config, RESULTS_ROOT, resume=Path(resume_run) if resume_run else None,

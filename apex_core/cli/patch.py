@@ -61,12 +61,13 @@ def integrate_command(
 
 def benchmark_final_command(
     workload: Annotated[str, typer.Option("--workload", help="The workload of the first benchmark, e.g. cpu-mini.")],
-    runs: Annotated[Optional[int], typer.Option(help="Pairs of runs (default: as many as the workload's last 'apex benchmark').")] = None,
+    runs: Annotated[Optional[int], typer.Option(help="Pairs of runs (default: as many as the workload's last 'apex benchmark', at least 6: the fewest for a distribution-free 95% interval).")] = None,
     results_dir: Annotated[Path, typer.Option(help="Where the first benchmark's results are and final.json goes.")] = Path("results"),
     as_json: JsonOption = False,
 ) -> None:
     """The workload with and without the applied patches, alternately in one session: the tokens/s ratio with a
-    95% bootstrap interval (significant when it excludes 1.0), drift, then every patch restored."""
+    95% interval (of the median, distribution-free, from 6 pairs; t on the log ratios below), significant when it
+    excludes 1.0, drift, then every patch restored."""
     from apex_core.patcher.final import as_first_benchmarked, benchmark_final
 
     spec, count = as_first_benchmarked(workload, results_dir, runs)

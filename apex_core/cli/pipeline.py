@@ -61,7 +61,8 @@ def run_command(
     parallel_kernels: Annotated[int, typer.Option(help="Kernels optimized at once (one grading per GPU at a time).")] = 1,
     executor: ExecutorOption = "local",
     ray_address: RayAddressOption = None,
-    runs: Annotated[int, typer.Option(help="Benchmark runs, and final-benchmark pairs.")] = 5,
+    runs: Annotated[int, typer.Option(help="Benchmark runs.")] = 5,
+    final_pairs: Annotated[Optional[int], typer.Option(help="Final-benchmark pairs (default: --runs, at least 6, the fewest for a distribution-free 95% interval).")] = None,
     cache_hours: Annotated[float, typer.Option(help="Reuse a benchmark of the same workload and environment this recent.")] = 0.0,
     min_speedup: Annotated[float, typer.Option(help="Credited speedup a winner needs to be integrated.")] = 1.05,
     leaderboard: Annotated[bool, typer.Option("--leaderboard/--no-leaderboard", help="Add the run's kernels to the leaderboard.")] = True,
@@ -90,7 +91,7 @@ def run_command(
                              score_threshold=score_threshold, agent=agent, agent_model=agent_model,
                              agent_model_simple=agent_model_simple, agent_model_complex=agent_model_complex,
                              replay_from=str(replay_from) if replay_from else None, parallel_kernels=parallel_kernels,
-                             executor=executor, ray_address=ray_address, runs=runs, cache_hours=cache_hours, min_speedup=min_speedup, leaderboard=leaderboard, gpu=gpu)
+                             executor=executor, ray_address=ray_address, runs=runs, final_pairs=final_pairs, cache_hours=cache_hours, min_speedup=min_speedup, leaderboard=leaderboard, gpu=gpu)
     from apex_core.cli.live_run import live_run
 
     with live_run("run") as (progress, on_save):

@@ -6,8 +6,12 @@ Why alternately: on the H200 two processes of the same hour differed by 30% on o
 another process measures the machine as much as the patch. Here one worker is started before the
 patches are written (it keeps the original code it imported) and one after; their request mixes
 alternate, timed by this process's clock, and each pair gives a ratio. The improvement is the
-median ratio; its 95% interval comes from a bootstrap over the pairs, and the change is
-significant when the interval excludes 1.0. An unpatched run before and after the pairs measures
+median ratio, and the change is significant when its 95% interval excludes 1.0. From 6 pairs on
+the interval is the distribution-free one of a median (order statistics, ``grader.stats.median_interval``),
+which a hiccup of the machine in one pair does not move. Fewer pairs cannot give a distribution-free
+95% interval (their range is one of 50% for 2 pairs, 94% for 5), so there it is Student's t on the
+log-ratios (``log_t_interval``), which assumes them normal and widens with their disagreement. (Until
+2026-12-02 a bootstrap of the median gave the pairs' range and called it 95%.) An unpatched run before and after the pairs measures
 drift. A smoke pair first: a patched model slower than half the original is bisected to the
 patch that makes it so, which is left out (and reported) before the rest is measured. The model
 reward (``apex_core.score.model_reward``) takes the patches' kernel scores from their gradings
@@ -24,11 +28,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from typing import Literal
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from apex_core.errors import ApexUserError
+from apex_core.grader.stats import log_t_interval, median_interval, pairs_for_confidence
 from apex_core.patcher.apply import apply_solutions
 from apex_core.patcher.patcher import restore, status
 from apex_core.progress import Progress, reporter
@@ -36,8 +42,11 @@ from apex_core.score import model_reward
 from apex_core.workloads.spec import WorkloadSpec
 
 FINAL_FILE = "final.json"
-BOOTSTRAP_SAMPLES = 10_000
 SMOKE_FLOOR = 0.5
+CONFIDENCE = 0.95
+MIN_PAIRS = pairs_for_confidence(CONFIDENCE)
+"""The fewest pairs whose distribution-free interval can be a 95% one (6): the default."""
+IntervalMethod = Literal["order statistics", "t on log ratios"]
 DRIFT_THRESHOLD = 0.05
 
 
@@ -52,8 +61,11 @@ class FinalBenchmark(BaseModel):
     patched_tokens_per_s: list[float]
     ratios: list[float]
     median_ratio: float
-    interval: tuple[float, float] = Field(description="95% bootstrap interval of the median ratio")
-    significant: bool
+    interval: tuple[float, float] = Field(description="95% interval of the ratio (see interval_method)")
+    interval_method: IntervalMethod = Field(description=(
+        "order statistics: distribution-free, of the median (6 pairs or more); t on log ratios: of the geometric mean (fewer)"))
+    interval_confidence: float = Field(description="the interval's confidence: exact for order statistics (at least 0.95)")
+    significant: bool = Field(description="the interval excludes 1.0")
     improvement: float = Field(description="median ratio - 1")
     drift: float = Field(description="unpatched tokens/s after the pairs over before, minus 1")
     drift_flagged: bool
@@ -102,7 +114,8 @@ class _Worker:
 
 def as_first_benchmarked(workload_id: str, results_root: Path, runs: int | None) -> tuple[WorkloadSpec, int]:
     """The workload as the last ``apex benchmark`` of it resolved it (else the catalogue's), and the
-    number of pairs: ``runs`` if given, else that benchmark's run count, else 5."""
+    number of pairs: ``runs`` if given, else that benchmark's run count, else 5, and at least
+    ``MIN_PAIRS`` (the fewest that can give a 95% interval) unless ``runs`` says otherwise."""
     from apex_core.workloads import get_workload
     from apex_core.workloads.runner import DEFAULT_RUNS, stored_results
 
@@ -110,24 +123,15 @@ def as_first_benchmarked(workload_id: str, results_root: Path, runs: int | None)
     first = [r for r in stored_results(results_root) if r.workload.id == spec.id]
     if first:
         spec = first[-1].workload
-    return spec, runs if runs is not None else (len(first[-1].runs) if first else DEFAULT_RUNS)
+    if runs is not None:
+        return spec, runs
+    return spec, max(len(first[-1].runs) if first else DEFAULT_RUNS, MIN_PAIRS)
 
 
 def workload_kernel_stacks(workload: str | None, results_root: Path) -> tuple[str, ...]:
     """The kernel stacks (``--kernels``) ``workload`` ran with in its last benchmark under
     ``results_root`` (else the catalogue's): whose patch points its winners go to. None: ()."""
     return as_first_benchmarked(workload, results_root, None)[0].kernels if workload else ()
-
-
-def bootstrap_median_interval(ratios: list[float], samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> tuple[float, float]:
-    """95% percentile-bootstrap interval of the median of ``ratios``."""
-    import numpy as np
-
-    values = np.asarray(ratios, dtype=np.float64)
-    rng = np.random.default_rng(seed)
-    medians = np.median(values[rng.integers(0, len(values), size=(samples, len(values)))], axis=1)
-    low, high = np.percentile(medians, [2.5, 97.5])
-    return float(low), float(high)
 
 
 class _Patch(BaseModel):
@@ -178,7 +182,7 @@ def benchmark_final(spec: WorkloadSpec, runs: int, results_root: Path, *, warmup
     """Measure ``spec`` with and without this environment's applied patches, then restore."""
     report = reporter(progress)
     if runs < 2:
-        raise ApexUserError(f"--runs {runs}: the interval needs at least 2 pairs (5 by default, as the first benchmark)")
+        raise ApexUserError(f"--runs {runs}: the interval needs at least 2 pairs ({MIN_PAIRS} by default)")
     journal = status()
     applied = [p for p in (journal.active() if journal else []) if p.state == "applied"]
     if not applied:
@@ -230,13 +234,11 @@ def benchmark_final(spec: WorkloadSpec, runs: int, results_root: Path, *, warmup
             worker.close()
         restore()
     ratios = [p / o for p, o in zip(patcheds, originals)]
-    low, high = bootstrap_median_interval(ratios)
+    low, high, confidence, method = ratio_interval(ratios)
     median_ratio = statistics.median(ratios)
     significant = low > 1.0 or high < 1.0
     drift = after / before - 1
-    verdict = (f"{'faster' if median_ratio > 1 else 'slower'} by {abs(median_ratio - 1):.1%} (95% interval "
-               f"{low:.3f}-{high:.3f}x)" if significant else
-               f"no significant change: median ratio {median_ratio:.3f}x, 95% interval {low:.3f}-{high:.3f}x includes 1.0")
+    verdict = final_verdict(median_ratio, low, high, method, len(ratios))
     kernel_score, reward_note = integrated_kernel_score(patches, results_root)
     reward = model_reward(kernel_score, 1.0, median_ratio) if kernel_score is not None else None
     created = dt.datetime.now(dt.timezone.utc)
@@ -245,7 +247,7 @@ def benchmark_final(spec: WorkloadSpec, runs: int, results_root: Path, *, warmup
     result = FinalBenchmark(
         run_id=run_id, workload=spec, patches=[{"task_id": p.task_id, "solution": p.solution} for p in patches],
         excluded=excluded, runs=runs, original_tokens_per_s=originals, patched_tokens_per_s=patcheds, ratios=ratios,
-        median_ratio=median_ratio, interval=(low, high), significant=significant, improvement=median_ratio - 1, drift=drift,
+        median_ratio=median_ratio, interval=(low, high), interval_method=method, interval_confidence=confidence, significant=significant, improvement=median_ratio - 1, drift=drift,
         drift_flagged=abs(drift) > DRIFT_THRESHOLD, verdict=verdict, kernel_score=kernel_score, model_reward=reward,
         reward_note=reward_note, results_dir=str(folder), created_at=created.isoformat(),
     )
@@ -253,6 +255,23 @@ def benchmark_final(spec: WorkloadSpec, runs: int, results_root: Path, *, warmup
     (folder / FINAL_FILE).write_text(json.dumps(result.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
     report(1.0, verdict)
     return result
+
+
+def ratio_interval(ratios: list[float]) -> tuple[float, float, float, IntervalMethod]:
+    """The pairs' 95% interval, its confidence and how it was made: order statistics where they reach 95%, else t."""
+    low, high, confidence = median_interval(ratios, CONFIDENCE)
+    if confidence >= CONFIDENCE:
+        return low, high, confidence, "order statistics"
+    low, high = log_t_interval(ratios)
+    return low, high, CONFIDENCE, "t on log ratios"
+
+
+def final_verdict(median_ratio: float, low: float, high: float, method: IntervalMethod, pairs: int) -> str:
+    """One line: faster or slower by how much, or no significant change, with the interval and its kind."""
+    how = f"95% interval {low:.3f}-{high:.3f}x, {pairs} pairs" + (", t on log ratios" if method == "t on log ratios" else "")
+    if low > 1.0 or high < 1.0:
+        return f"{'faster' if median_ratio > 1 else 'slower'} by {abs(median_ratio - 1):.1%} ({how})"
+    return f"no significant change: median ratio {median_ratio:.3f}x ({how}, includes 1.0)"
 
 
 def integrated_kernel_score(patches: list[_Patch], results_root: Path) -> tuple[float | None, str]:

@@ -41,7 +41,9 @@ class RunConfig(BaseModel):
         "where gradings run: local (this machine's GPUs) or ray (one grading actor per GPU of a Ray cluster)"))
     ray_address: str | None = Field(default=None, max_length=512, description=(
         "with executor ray: the cluster to join (host:6379, ray://host:10001); default RAY_ADDRESS, else Ray on this machine"))
-    runs: int = Field(default=5, ge=2, le=100, description="benchmark runs, and final-benchmark pairs")
+    runs: int = Field(default=5, ge=2, le=100, description="benchmark runs")
+    final_pairs: int | None = Field(default=None, ge=2, le=100, description=(
+        "final-benchmark pairs; default the benchmark's runs, at least 6 (the fewest for a distribution-free 95% interval)"))
     cache_hours: float = Field(default=0.0, ge=0)
     min_speedup: float = Field(default=INTEGRATION_THRESHOLD, gt=0)
     leaderboard: bool = True

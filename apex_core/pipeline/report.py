@@ -236,7 +236,9 @@ def _final(state: RunState) -> Section:
         return Section(title, [why, svg.no_data("Tokens/s before and after", why)])
     originals, patcheds = (_floats(final.get(key)) for key in ("original_tokens_per_s", "patched_tokens_per_s"))
     low, high = (_floats(interval) + [math.nan, math.nan])[:2]
-    spread = f"95% interval {low:.3f}-{high:.3f}x" if math.isfinite(low + high) else "no interval recorded"
+    # runs before 2026-12-02 recorded a bootstrap of the median, and no method
+    method = str(final.get("interval_method") or "bootstrap of the median")
+    spread = f"95% interval {low:.3f}-{high:.3f}x, {method}" if math.isfinite(low + high) else "no interval recorded"
     drift = _num(final.get("drift"))
     excluded = final.get("excluded") if isinstance(final.get("excluded"), list) else []
     facts = [("Median ratio", f"{ratio:.3f}x ({spread})"),

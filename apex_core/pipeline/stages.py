@@ -239,9 +239,11 @@ def benchmark_final_stage(state: RunState, progress: Progress | None) -> str:
     journal = status()
     if not any(k.integrated for k in state.kernels) or journal is None or not journal.active():
         raise Skip("nothing is patched in: there is no change to measure")
-    spec, runs = as_first_benchmarked(workload_spec(state).id, state.folder / BENCHMARK_DIR, state.config.runs)
+    spec, runs = as_first_benchmarked(workload_spec(state).id, state.folder / BENCHMARK_DIR, state.config.final_pairs)
     result = benchmark_final(spec, runs, state.folder, progress=progress)
-    state.final = {"median_ratio": result.median_ratio, "interval": list(result.interval), "significant": result.significant,
+    state.final = {"median_ratio": result.median_ratio, "interval": list(result.interval),
+                   "interval_method": result.interval_method, "interval_confidence": result.interval_confidence,
+                   "significant": result.significant,
                    "original_tokens_per_s": result.original_tokens_per_s, "patched_tokens_per_s": result.patched_tokens_per_s,
                    "drift": result.drift, "verdict": result.verdict, "excluded": result.excluded,
                    "model_reward": result.model_reward, "file": str(Path(result.results_dir) / "final.json")}

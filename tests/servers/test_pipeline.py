@@ -30,7 +30,7 @@ def test_run_pipeline_optimizes_cpu_mini_and_the_other_tools_read_the_run(tmp_pa
     run = ran.structured_content
     assert [s["status"] for s in run["stages"]] == ["done"] * 8
     assert progress[0] == (0.0, "benchmark: starting") and progress[-1][0] == 100.0 and progress[-1][1].startswith("report: done")
-    assert any(m.startswith("benchmark-final: pair 1/2") for _, m in progress)
+    assert any(m.startswith("benchmark-final: pair 1/6") for _, m in progress)  # 2 runs, and the 6 pairs of a 95% interval
     journal = status()
     assert journal is None or not journal.active()
     assert run["kernels"][0]["integrated"] and run["model_reward"] > 0.7 and len(run["reports"]) == 2

@@ -105,3 +105,30 @@ def test_a_corrected_speedup_moves_by_the_shift_and_keeps_a_residual_width():
     low, high = stats.interval(corrected)
     raw_low, raw_high = stats.interval(draws)
     assert high - low > raw_high - raw_low  # the residual spread is added, never removed
+
+
+def test_the_median_interval_of_a_few_values_is_their_range_with_its_true_confidence():
+    assert stats.median_interval([0.961, 0.895]) == (0.895, 0.961, 0.5)
+    low, high, confidence = stats.median_interval([1.30, 1.32, 1.29, 1.31, 1.33])
+    assert (low, high, confidence) == (1.29, 1.33, pytest.approx(0.9375))
+
+
+def test_the_median_interval_narrows_to_inner_order_statistics_as_values_accumulate():
+    assert stats.median_interval([6.0, 1.0, 5.0, 2.0, 4.0, 3.0])[:2] == (1.0, 6.0)
+    assert stats.median_interval([float(v) for v in range(1, 10)])[:2] == (2.0, 8.0)
+    low, high, confidence = stats.median_interval([float(v) for v in range(1, 21)])
+    assert (low, high) == (6.0, 15.0) and 0.95 < confidence < 0.96  # the textbook table's j = 6 for n = 20
+
+
+def test_the_median_interval_covers_the_median_as_often_as_it_claims():
+    rng = np.random.default_rng(0)
+    for n in (2, 4, 6, 11):
+        hits, claimed = 0, stats.median_interval([0.0] * n)[2]
+        for _ in range(4000):
+            low, high, _ = stats.median_interval(list(rng.lognormal(0.0, 0.5, n)))
+            hits += low <= 1.0 <= high  # the lognormal's median is 1.0
+        assert abs(hits / 4000 - claimed) < 0.03, (n, hits / 4000, claimed)
+
+
+def test_six_values_are_the_fewest_whose_range_is_a_95_percent_interval():
+    assert stats.pairs_for_confidence(0.95) == 6 and stats.pairs_for_confidence(0.99) == 8

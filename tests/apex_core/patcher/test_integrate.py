@@ -53,6 +53,7 @@ def test_only_the_fast_unchanged_solution_is_integrated(apex_cli, tmp_path):
         assert final.returncode == 0, final.stderr
         measured = json.loads(final.stdout)
         assert measured["significant"] and measured["improvement"] > 0.5, measured["verdict"]
+        assert measured["interval_method"] == "t on log ratios", "3 pairs: too few for a distribution-free 95% interval"
         kernel_score = json.loads((gradings / "fast.json").read_text())[0]["score"]["normalized"]
         assert measured["kernel_score"] == pytest.approx(kernel_score)
         assert measured["model_reward"] == pytest.approx(0.7 * kernel_score + 0.3 * (measured["median_ratio"] - 1))

@@ -145,7 +145,7 @@ def realistic_state(tmp_path: Path) -> RunState:
     ]
     state.kernels[1].iterations[1].grade.rl_reward = None  # an infrastructure error: the line breaks there
     originals, patcheds = [2410.0, 2398.5, 2421.0, 2405.3, 2415.8], [2489.1, 2470.2, 2502.7, 2481.0, 2494.4]
-    state.final = {"median_ratio": 1.0327, "interval": [1.0281, 1.0352], "significant": True, "original_tokens_per_s": originals,
+    state.final = {"median_ratio": 1.0327, "interval": [1.0281, 1.0352], "interval_method": "order statistics", "significant": True, "original_tokens_per_s": originals,
                    "patched_tokens_per_s": patcheds, "drift": 0.0041, "verdict": "faster by 3.3% (95% interval 1.028-1.035x)",
                    "excluded": [], "model_reward": 0.7098, "file": str(folder / "final" / "final.json")}
     state.summary = {"model_reward": 0.7098, "kernel_score": 1.0, "final_ratio": 1.0327}
@@ -194,7 +194,7 @@ def test_the_markdown_has_a_row_per_kernel_with_its_grading_and_integration(tmp_
     assert len(rows) == 2
     assert "18.3%" in rows[0] and "| 3 | 3 |" in rows[0] and "1.328x (1.240-1.410x)" in rows[0] and "yes: patched at liger.rms_norm" in rows[0]
     assert "1.000x (0.970-1.040x)" in rows[1] and "no: credited speedup 1.000x is under the 1.05x needed" in rows[1]
-    assert "- **Model reward:** 0.710" in markdown and "- **Median ratio:** 1.033x (95% interval 1.028-1.035x)" in markdown
+    assert "- **Model reward:** 0.710" in markdown and "- **Median ratio:** 1.033x (95% interval 1.028-1.035x, order statistics)" in markdown
     assert "| 1 | 2,410.0 | 2,489.1 | 1.033x |" in markdown
     assert "| `report` | running (this report) |" in markdown
 

@@ -35,7 +35,9 @@ def test_apex_run_on_cpu_mini_runs_every_stage_and_leaves_the_environment_as_it_
     assert {name: record["status"] for name, record in state["stages"].items()} == {name: "done" for name in STAGES}
     (kernel,) = state["kernels"]
     assert kernel["task_id"] == TASK and kernel["integrated"] and kernel["final"]["outcome"] == "ok"
+    # 3 benchmark runs, but 6 final pairs: the fewest whose interval can be a 95% one
     assert state["final"]["significant"] and state["final"]["median_ratio"] > 1.5
+    assert len(state["final"]["original_tokens_per_s"]) == 6 and state["final"]["interval_method"] == "order statistics"
     assert state["summary"]["model_reward"] > 0.7
     folder = Path(state["results_dir"])
     trajectory = Trajectory.model_validate_json(next((folder / "trajectories").glob("*.json")).read_bytes())
