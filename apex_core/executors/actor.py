@@ -67,9 +67,31 @@ class ActorFacts(BaseModel):
     cpu_environment_key: str
     gpu_environment_key: str | None
     apex_version: str
+    omp_num_threads: str | None = None
+    """OMP_NUM_THREADS as the judge's processes inherit it: the driver's, not Ray's cap of 1."""
 
     def environment_key(self, on_gpu: bool) -> str:
         return self.gpu_environment_key if on_gpu and self.gpu_environment_key else self.cpu_environment_key
+
+
+def grade_with_the_hosts_threads(omp_threads: str | None) -> None:
+    """Undo Ray's thread cap, so that a grading here runs as ``apex grade`` would on this host.
+
+    Ray sets ``OMP_NUM_THREADS`` in every worker to the actor's ``num_cpus`` (1 here), and the
+    judge's worker processes inherit it: their CPU-side work (inputs, reference checks) would run on
+    one thread where the local executor's use the host's cores. On the H200 (2026-12-02, before this)
+    the Ray executor's gradings were 0.2-0.7 s slower at the median, most of it in the timing phase.
+    ``omp_threads`` is the driver's own setting, kept when the user chose one.
+    """
+    if omp_threads is not None:
+        os.environ["OMP_NUM_THREADS"] = omp_threads
+        return
+    os.environ.pop("OMP_NUM_THREADS", None)
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None:  # already imported under the cap: give it the cores this process may use
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
 
 class ActorReply(BaseModel):
@@ -85,7 +107,8 @@ class ActorReply(BaseModel):
 class GradingActor:
     """One grader on one device of one node (see the module's docstring)."""
 
-    def __init__(self, name: str, wants_gpu: bool, cache_dir: str | None = None) -> None:
+    def __init__(self, name: str, wants_gpu: bool, cache_dir: str | None = None, omp_threads: str | None = None) -> None:
+        grade_with_the_hosts_threads(omp_threads)
         self.name = name
         self.wants_gpu = wants_gpu
         self.cache = GradeCache(Path(cache_dir)) if cache_dir else GradeCache()
@@ -103,7 +126,7 @@ class GradingActor:
             gpu=device.product_name if device else None, arch=device.arch if device else None,
             cpu_environment_key=fingerprint.environment(False).key(),
             gpu_environment_key=fingerprint.environment(True).key() if gpus else None,
-            apex_version=apex_core.__version__,
+            apex_version=apex_core.__version__, omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
         )
 
     def grade(self, request: GradingRequest) -> ActorReply:

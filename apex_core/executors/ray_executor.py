@@ -179,7 +179,7 @@ class RayExecutor(Executor):
             handles[name] = _actor_class().options(
                 num_gpus=1 if on_gpu else 0, num_cpus=actor_cpus, max_restarts=0, max_task_retries=0,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-            ).remote(name, on_gpu, node_cache_dir)
+            ).remote(name, on_gpu, node_cache_dir, os.environ.get("OMP_NUM_THREADS"))
         pending = {handle.facts.remote(): name for name, handle in handles.items()}
         ready, late = self.ray.wait(list(pending), num_returns=len(pending), timeout=start_timeout_s)
         for ref in ready:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shutil
 import tempfile
@@ -94,6 +95,8 @@ def test_the_cluster_is_graded_by_one_actor_per_cpu_slot_each_reporting_its_envi
     assert len(actors) == 2 and all(a.arch is None and a.gpu is None for a in actors)
     assert len({a.node for a in actors}) == 1 and len({a.pid for a in actors}) == 2
     assert executor.cluster_summary() == "2 x CPU actor on 1 node(s)"
+    # Ray caps every worker at OMP_NUM_THREADS=1; the judge's processes get the driver's setting instead
+    assert all(a.omp_num_threads == os.environ.get("OMP_NUM_THREADS") for a in actors)
 
 
 def test_the_ray_executor_gives_the_same_verdicts_as_the_local_executor(executor, tmp_path):
