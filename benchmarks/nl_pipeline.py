@@ -39,6 +39,7 @@ from apex_core.grader.cache import default_cache_dir  # noqa: E402
 from apex_core.tasks.catalog import find_tasks  # noqa: E402
 from apex_core.tasks.reference_solutions import reference_solution_source  # noqa: E402
 from scripted_model import Match, Script, ScriptedModelServer, Turn  # noqa: E402
+from scripted_model.clients import headless_host_env  # noqa: E402
 
 TOOL = "mcp__apex-pipeline__run_pipeline"
 MODELS = {
@@ -102,16 +103,10 @@ def build_script(model: str, runs: int, resume: Path | None = None) -> Script:
 
 
 def client_env(home: Path, claude: Path, endpoint: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
+    env = headless_host_env(home, default_cache_dir())  # Apex keeps the cache it has always used (warm compiles, baselines)
     env.update({
-        "HOME": str(home), "ANTHROPIC_BASE_URL": endpoint, "ANTHROPIC_API_KEY": "sk-apex-scripted",
-        "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "MCP_CONNECTION_NONBLOCKING": "0",
-        "MCP_CONNECT_TIMEOUT_MS": "120000", "MCP_TIMEOUT": "120000",
+        "ANTHROPIC_BASE_URL": endpoint, "ANTHROPIC_API_KEY": "sk-apex-scripted",
         "PATH": f"{claude.parent}{os.pathsep}{os.environ.get('PATH', '')}",  # the pipeline starts `claude` too
-        # Claude Code gets a throw-away HOME; Apex keeps the cache it has always used (warm compiles, baselines).
-        "APEX_CACHE_DIR": str(default_cache_dir()),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])),
     })
     return env
 

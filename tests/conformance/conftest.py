@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from scripted_model.clients import headless_host_env
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 PINS = {
@@ -93,22 +95,7 @@ def npm_clients(debian_binary) -> NpmClients:
 @pytest.fixture
 def client_env(tmp_path: Path) -> dict[str, str]:
     """A throw-away HOME (and CODEX_HOME) with telemetry and update checks off."""
-    home = tmp_path / "home"
-    (home / ".claude").mkdir(parents=True)
-    (home / ".codex").mkdir()
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("ANTHROPIC_", "CLAUDE_", "CODEX_", "OPENAI_"))}
-    env.update({
-        "HOME": str(home), "CODEX_HOME": str(home / ".codex"), "XDG_CONFIG_HOME": str(home / ".config"),
-        "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CODEX_DISABLE_UPDATE_CHECK": "1",
-        # Claude Code starts MCP servers in the background and, headless, waits only 5 s before its
-        # first request; on a busy machine the grader (which imports torch) is not up by then and
-        # the model would not be offered its tools. Wait for the servers, and allow a slow start.
-        "MCP_CONNECTION_NONBLOCKING": "0", "MCP_CONNECT_TIMEOUT_MS": "120000", "MCP_TIMEOUT": "120000",
-        "APEX_CACHE_DIR": str(tmp_path / "apex-cache"),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])),
-    })
-    return env
+    return headless_host_env(tmp_path / "home", tmp_path / "apex-cache")
 
 
 def run_client(argv: list[str], env: dict[str, str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
