@@ -7,11 +7,13 @@ another process measures the machine as much as the patch. Here one worker is st
 patches are written (it keeps the original code it imported) and one after; their request mixes
 alternate, timed by this process's clock, and each pair gives a ratio. The improvement is the
 median ratio, and the change is significant when its 95% interval excludes 1.0. From 6 pairs on
-the interval is the distribution-free one of a median (order statistics, ``grader.stats.median_interval``),
-which a hiccup of the machine in one pair does not move. Fewer pairs cannot give a distribution-free
-95% interval (their range is one of 50% for 2 pairs, 94% for 5), so there it is Student's t on the
-log-ratios (``log_t_interval``), which assumes them normal and widens with their disagreement. (Until
-2026-12-02 a bootstrap of the median gave the pairs' range and called it 95%.) An unpatched run before and after the pairs measures
+the interval is the distribution-free one of a median (order statistics,
+``grader.stats.median_interval``), which assumes nothing of the ratios' distribution: a hiccup of
+the machine in one pair widens it up to 8 pairs and leaves it alone from 9. Fewer
+pairs cannot give a distribution-free 95% interval (their range is one of 50% for 2 pairs, 94% for
+5), so there it is Student's t on the log-ratios (``log_t_interval``), which assumes them normal
+and widens with their disagreement. (Until 2026-12-02 a bootstrap of the median gave the pairs'
+range and called it 95%.) An unpatched run before and after the pairs measures
 drift. A smoke pair first: a patched model slower than half the original is bisected to the
 patch that makes it so, which is left out (and reported) before the rest is measured. The model
 reward (``apex_core.score.model_reward``) takes the patches' kernel scores from their gradings
@@ -28,8 +30,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from typing import Literal
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -247,7 +249,8 @@ def benchmark_final(spec: WorkloadSpec, runs: int, results_root: Path, *, warmup
     result = FinalBenchmark(
         run_id=run_id, workload=spec, patches=[{"task_id": p.task_id, "solution": p.solution} for p in patches],
         excluded=excluded, runs=runs, original_tokens_per_s=originals, patched_tokens_per_s=patcheds, ratios=ratios,
-        median_ratio=median_ratio, interval=(low, high), interval_method=method, interval_confidence=confidence, significant=significant, improvement=median_ratio - 1, drift=drift,
+        median_ratio=median_ratio, interval=(low, high), interval_method=method, interval_confidence=confidence,
+        significant=significant, improvement=median_ratio - 1, drift=drift,
         drift_flagged=abs(drift) > DRIFT_THRESHOLD, verdict=verdict, kernel_score=kernel_score, model_reward=reward,
         reward_note=reward_note, results_dir=str(folder), created_at=created.isoformat(),
     )
