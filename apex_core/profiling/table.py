@@ -34,7 +34,6 @@ class Launch:
 class _Group:
     calls: int = 0
     total_us: float = 0.0
-    modules: Counter[str] = field(default_factory=Counter)
     launch_ops: Counter[str] = field(default_factory=Counter)
     shapes: list[list[Shape]] = field(default_factory=list)
 
@@ -52,8 +51,6 @@ def summarize_launches(launches: Iterable[Launch], device: Literal["cuda", "cpu"
         group = groups[(launch.name, launch.module or None)]
         group.calls += 1
         group.total_us += launch.time_us
-        if launch.module:
-            group.modules[launch.module] += launch.time_us or 1e-9
         if launch.launch_op:
             group.launch_ops[launch.launch_op] += launch.time_us or 1e-9
         add_shapes(group.shapes, launch.input_shapes)
@@ -65,11 +62,11 @@ def summarize_launches(launches: Iterable[Launch], device: Literal["cuda", "cpu"
             total_time_us=group.total_us,
             mean_time_us=group.total_us / group.calls,
             share=0.0,
-            module=_most(group.modules),
+            module=module,
             launch_op=_most(group.launch_ops),
             input_shapes=group.shapes,
         )
-        for (name, _module), group in groups.items()
+        for (name, module), group in groups.items()
     ]
     return finish(records)
 
