@@ -165,12 +165,17 @@ def geometric_mean(values: list[float]) -> float:
     return float(math.exp(sum(math.log(v) for v in values) / len(values)))
 
 
+def order_statistic_confidence(n: int, j: int) -> float:
+    """The chance that the median of n independent values lies between their j-th smallest and
+    j-th largest: 1 - 2 P(Binomial(n, 1/2) < j), whatever their distribution."""
+    return 1.0 - 2.0 * sum(math.comb(n, i) for i in range(j)) / 2.0**n
+
+
 def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float, float]:
     """A distribution-free interval for the median of ``values``, and the confidence it really has.
 
-    Order statistics: the population median lies between the j-th smallest and the j-th largest of
-    n independent values with probability 1 - 2 P(Binomial(n, 1/2) < j), whatever their
-    distribution. The widest j reaching ``level`` is used. Below 6 values no j reaches 95%: the
+    Order statistics (``order_statistic_confidence``): the narrowest pair of them, the widest j,
+    that still reaches ``level`` is used. Below 6 values no j reaches 95%: the
     interval is then the range, with its true confidence (50% for 2 values, 94% for 5), which the
     caller must not call 95%. Why not a bootstrap of the median: with a handful of values its
     percentile interval is the range too, but claims 95% (two pairs both below 1.0 happen half the time
@@ -180,14 +185,10 @@ def median_interval(values: list[float], level: float = 0.95) -> tuple[float, fl
         raise ValueError("median_interval needs at least one value")
     ordered = sorted(values)
     n = len(ordered)
-
-    def confidence(j: int) -> float:
-        return 1.0 - 2.0 * sum(math.comb(n, i) for i in range(j)) / 2.0**n
-
     j = 1
-    while j + 1 <= (n + 1) // 2 and confidence(j + 1) >= level:
+    while j + 1 <= (n + 1) // 2 and order_statistic_confidence(n, j + 1) >= level:
         j += 1
-    return ordered[j - 1], ordered[n - j], confidence(j)
+    return ordered[j - 1], ordered[n - j], order_statistic_confidence(n, j)
 
 
 T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
@@ -215,6 +216,6 @@ def log_t_interval(ratios: list[float]) -> tuple[float, float]:
 def pairs_for_confidence(level: float = 0.95) -> int:
     """The fewest values whose range is a ``level`` interval for the median (6 for 95%)."""
     n = 1
-    while 1.0 - 2.0 ** (1 - n) < level:
+    while order_statistic_confidence(n, 1) < level:
         n += 1
     return n
