@@ -241,12 +241,9 @@ def benchmark_final_stage(state: RunState, progress: Progress | None) -> str:
         raise Skip("nothing is patched in: there is no change to measure")
     spec, runs = as_first_benchmarked(workload_spec(state).id, state.folder / BENCHMARK_DIR, state.config.final_pairs)
     result = benchmark_final(spec, runs, state.folder, progress=progress)
-    state.final = {"median_ratio": result.median_ratio, "interval": list(result.interval),
-                   "interval_method": result.interval_method, "interval_confidence": result.interval_confidence,
-                   "significant": result.significant,
-                   "original_tokens_per_s": result.original_tokens_per_s, "patched_tokens_per_s": result.patched_tokens_per_s,
-                   "drift": result.drift, "verdict": result.verdict, "excluded": result.excluded,
-                   "model_reward": result.model_reward, "file": str(Path(result.results_dir) / "final.json")}
+    kept = {"median_ratio", "interval", "interval_method", "interval_confidence", "significant", "original_tokens_per_s",
+            "patched_tokens_per_s", "drift", "verdict", "excluded", "model_reward"}
+    state.final = {**result.model_dump(mode="json", include=kept), "file": str(Path(result.results_dir) / "final.json")}
     return result.verdict
 
 
