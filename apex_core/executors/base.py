@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from apex_core.errors import ApexUserError, SolutionFileError
 from apex_core.executors.requests import ExecutorName, GradedSolution, GradingRequest
 from apex_core.grader.cache import GradeCache
+from apex_core.grader.ledger import GradingLedger
 from apex_core.grader.result import GradeResult, Outcome
 from apex_core.grader.solution_file import allowed_suffixes
 from apex_core.grader.verdict import provenance
@@ -158,6 +159,7 @@ class Executor:
                 self.stats.graded += 1
         if request.use_cache and not graded.result.cached and graded.result.outcome is not Outcome.infra_error:
             self._remember(request, task, graded)
+        GradingLedger(self.cache.root).record(graded.result)  # a node's verdict, signed here too, for integration here
         future.set_result(graded)
 
     def _fail(self, request: GradingRequest, error: BaseException) -> None:

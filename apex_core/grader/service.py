@@ -21,6 +21,7 @@ from apex_core.grader import fingerprint
 from apex_core.grader.cache import GradeCache, grade_key
 from apex_core.grader.devices import grading_device
 from apex_core.grader.judge import GradeOptions, Progress, check_solution_file, file_hash, grade
+from apex_core.grader.ledger import GradingLedger
 from apex_core.grader.result import GradeResult
 from apex_core.tasks import get_task
 from apex_core.tasks.schema import Task
@@ -83,13 +84,17 @@ def grade_cached(
 ) -> GradeResult:
     """One file graded, or answered from ``cache`` when this exact file was graded here with the
     same measuring options; a fresh grading records its baseline medians (drift) and is cached.
+    Either way the grading, as handed out, is recorded signed in the judge's ledger beside the
+    cache (``ledger.py``), which integration and the patcher's tools check gradings against.
 
     The one place a grading meets the caches: ``grade_solutions`` calls it per file, and so does
     each grading actor of the Ray executor (``apex_core.executors``) on its own node."""
     key = cache_key(task_hash, file_hash(path), environment_key, options)
     cached = cache.get(key) if use_cache else None
     if cached is not None:
-        return cached.model_copy(update={"cached": True, "solution_path": str(path)})
+        result = cached.model_copy(update={"cached": True, "solution_path": str(path)})
+        GradingLedger(cache.root).record(result)
+        return result
     result = grade(task, path, options, progress)
     for timing in result.timings:
         shape_key = ",".join(f"{k}={v}" for k, v in timing.shape.items())
@@ -99,6 +104,7 @@ def grade_cached(
             result.flags.append(drift)
     if use_cache:
         cache.put(key, result)
+    GradingLedger(cache.root).record(result)
     return result
 
 

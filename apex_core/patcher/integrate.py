@@ -1,9 +1,12 @@
 """``apex integrate``: choose the winners among graded solutions and patch them in.
 
-A winner is a grading that is ``ok`` and correct, carries no flag, was confined (an unconfined
-verdict is only as trustworthy as the solution), credits a speedup of at least ``min_speedup``,
-and whose speedup interval's lower bound (the grader's ``speedup_ci95``) is above 1.0. Per task the fastest winner is kept; its file must still be the one graded (same
-sha256), so a solution edited after its grading is never integrated on the old verdict.
+A result file under ``--results`` only names a grading; it counts when this installation's judge
+signed exactly that grading of exactly that file (``gradings.grading_problems``: signed, confined,
+ok, correct, unflagged, the file unchanged since, so a solution edited after its grading is never
+integrated on the old verdict) and it credits a speedup of at least ``min_speedup`` whose interval's
+lower bound (the grader's ``speedup_ci95``) is above 1.0. Files in an agent's workspace are not
+taken (``gradings.in_agent_workspace``). Every result file found is reported with why it was not
+taken; per task the fastest winner is kept.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from apex_core.errors import ApexUserError
+from apex_core.grader.ledger import GradingLedger
 from apex_core.grader.result import GradeResult
-from apex_core.grader.solution_file import file_hash
 from apex_core.patcher.apply import AppliedPatch, apply_solutions
+from apex_core.patcher.gradings import WORKSPACES_FOLDER, grading_problems, in_agent_workspace
 from apex_core.patcher.points import point_for
 from apex_core.progress import Progress
 from apex_core.score import INTEGRATION_THRESHOLD
@@ -37,30 +41,25 @@ def lower_bound(result: GradeResult) -> float | None:
     return result.speedup_ci95[0] if result.speedup_ci95 else None
 
 
-def judge(result: GradeResult, source: Path, min_speedup: float) -> Candidate:
+def judge(result: GradeResult, source: Path, min_speedup: float, ledger: GradingLedger | None = None) -> Candidate:
+    """The result file ``source``, holding ``result``, as a candidate: eligible, or why not (one line)."""
     low = lower_bound(result)
-    reasons = []
-    if result.outcome != "ok" or not result.correct:
-        reasons.append(f"outcome {result.outcome}")
-    if result.flags:
-        reasons.append(f"flagged {', '.join(result.flags)}")
-    if result.provenance.unconfined:
-        reasons.append("graded unconfined")
-    if result.speedup is None or result.speedup < min_speedup:
-        reasons.append(f"speedup {result.speedup or 0:.3f}x below {min_speedup:g}x")
-    if low is None or low <= 1.0:
-        reasons.append(f"interval lower bound {low or 0:.3f}x not above 1.0")
-    solution = Path(result.solution_path)
-    if not solution.is_file():
-        reasons.append("the solution file is gone")
-    elif file_hash(solution) != result.provenance.solution_hash:
-        reasons.append("the solution changed since it was graded")
-    return Candidate(task_id=result.task_id, solution=str(solution), speedup=result.speedup, lower_bound=low,
+    if in_agent_workspace(source):
+        reasons = [f"found in an agent's workspace ({WORKSPACES_FOLDER}/<task>/), where the agent writes: result files there are "
+                   "never taken; integrate the gradings the judge wrote elsewhere (apex grade --json > FILE)"]
+    else:
+        reasons = grading_problems(result, ledger or GradingLedger())
+        if result.speedup is None or result.speedup < min_speedup:
+            reasons.append(f"speedup {result.speedup or 0:.3f}x below {min_speedup:g}x")
+        if low is None or low <= 1.0:
+            reasons.append(f"interval lower bound {low or 0:.3f}x not above 1.0")
+    return Candidate(task_id=result.task_id, solution=str(Path(result.solution_path)), speedup=result.speedup, lower_bound=low,
                      eligible=not reasons, why_not="; ".join(reasons), result_file=str(source))
 
 
-def find_gradings(folder: Path) -> list[tuple[GradeResult, Path]]:
-    """Every grade result (``apex grade --json`` output, the grader's result files) under ``folder``."""
+def read_gradings(folder: Path) -> list[tuple[GradeResult, Path]]:
+    """Every grade result (``apex grade --json`` output, the grader's result files) under ``folder``,
+    those in agents' workspaces included; what they are worth is ``judge``'s to say."""
     if not folder.exists():
         raise ApexUserError(f"--results {folder}: no such folder; give the folder holding the gradings (apex grade --json > FILE)")
     found = []
@@ -77,6 +76,11 @@ def find_gradings(folder: Path) -> list[tuple[GradeResult, Path]]:
     return found
 
 
+def find_gradings(folder: Path) -> list[tuple[GradeResult, Path]]:
+    """The grade results under ``folder`` outside agents' workspaces (still to be verified: ``judge``)."""
+    return [(result, path) for result, path in read_gradings(folder) if not in_agent_workspace(path)]
+
+
 class IntegrationReport(BaseModel):
     candidates: list[Candidate]
     winners: list[Candidate]
@@ -85,11 +89,12 @@ class IntegrationReport(BaseModel):
 
 def integrate(results: Path, min_speedup: float = INTEGRATION_THRESHOLD, *, patch_results_root: Path | None = None,
               kernel_stacks: tuple[str, ...] = (), progress: Progress | None = None) -> IntegrationReport:
-    """Patch in the winners of the gradings under ``results``; ``kernel_stacks``: the workload's
-    ``--kernels``, whose points are used where the task has one."""
+    """Patch in the winners of the gradings under ``results`` (each verified against the judge's
+    ledger); ``kernel_stacks``: the workload's ``--kernels``, whose points are used where the task has one."""
     if not min_speedup > 0:
         raise ApexUserError(f"--min-speedup {min_speedup:g}: give a speedup above 0, e.g. 1.05")
-    candidates = [judge(result, path, min_speedup) for result, path in find_gradings(results)]
+    ledger = GradingLedger()
+    candidates = [judge(result, path, min_speedup, ledger) for result, path in read_gradings(results)]
     best: dict[str, Candidate] = {}
     for candidate in candidates:
         if candidate.eligible and (candidate.task_id not in best or (candidate.speedup or 0) > (best[candidate.task_id].speedup or 0)):
