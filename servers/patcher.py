@@ -1,7 +1,7 @@
 """The patcher MCP server: graded winners into the installed stack, and the model measured again.
 
-A thin layer over ``apex_core.patcher``: apply one solution (checked inside the model, rolled back
-alone if it fails there), integrate the winners of a folder of gradings, show or undo what is
+A thin layer over ``apex_core.patcher``: apply one solution graded here (checked inside the model,
+rolled back alone if it fails there), integrate the winners of a folder of signed gradings, show or undo what is
 patched, and run the final benchmark (original and patched model alternately, the tokens/s ratio
 with its interval, then everything restored). Every change goes through the crash-safe journal.
 """
@@ -18,9 +18,11 @@ from pydantic import BaseModel, Field
 from apex_core.patcher import RestoreReport, restore, status
 from apex_core.patcher.apply import AppliedPatch, apply_solutions
 from apex_core.patcher.final import FinalBenchmark, as_first_benchmarked, benchmark_final, workload_kernel_stacks
+from apex_core.patcher.gradings import require_graded
 from apex_core.patcher.integrity import unaccounted_changes
 from apex_core.patcher.integrate import IntegrationReport, integrate
 from apex_core.patcher.journal import Journal
+from apex_core.progress import Progress
 from servers._common import READ_ONLY, create_server, in_thread_with_progress, user_errors_as_tool_errors
 
 mcp = create_server(
@@ -64,22 +66,28 @@ async def apply_patch(
 ) -> AppliedPatch:
     """Patch one graded solution into the installed stack and check it inside the model; a patch that
     breaks the import, is wrong in the model or crashes it is rolled back (applied is false, reason says why).
-    Use it after grade_solution credited a speedup, before run_final_benchmark."""
-    return await in_thread_with_progress(
-        ctx, lambda progress: apply_solutions([(task_id, Path(solution_path))], RESULTS_ROOT,
-                                              kernel_stacks=_kernel_stacks(workload), progress=progress)[0])
+    The file must be unchanged since grade_solution graded it here, and that newest grading ok, correct and
+    unflagged. Use it after grade_solution credited a speedup, before run_final_benchmark."""
+    def graded_then_applied(progress: Progress) -> AppliedPatch:
+        require_graded(task_id, Path(solution_path))
+        return apply_solutions([(task_id, Path(solution_path))], RESULTS_ROOT, kernel_stacks=_kernel_stacks(workload),
+                               progress=progress)[0]
+
+    return await in_thread_with_progress(ctx, graded_then_applied)
 
 
 @mcp.tool
 @user_errors_as_tool_errors
 async def integrate_winners(
     ctx: Context,
-    results_dir: Annotated[str, Field(min_length=1, max_length=4096, description="Folder of grade results (apex grade --json files).")],
+    results_dir: Annotated[str, Field(min_length=1, max_length=4096, description="Folder of grade results (apex grade --json "
+                                                                                "files); only gradings this installation's judge signed count.")],
     min_speedup: Annotated[float, Field(gt=0, le=100, description="Credited speedup a winner needs.")] = 1.05,
     workload: WorkloadField = None,
 ) -> IntegrationReport:
-    """Patch in the winners among graded solutions (correct, unflagged, speedup >= min_speedup with its interval
-    above 1.0, unchanged since graded), each checked inside the model. Use it when several tasks were graded."""
+    """Patch in the winners among graded solutions (signed by this installation's judge, confined, correct, unflagged,
+    speedup >= min_speedup with its interval above 1.0, unchanged since graded), each checked inside the model; results
+    in agents' workspaces (output/<task>/) are not taken. Use it when several tasks were graded."""
     return await in_thread_with_progress(ctx, lambda progress: integrate(Path(results_dir), min_speedup,
                                                                          kernel_stacks=_kernel_stacks(workload), progress=progress))
 

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from apex_core.cli.output import JsonOption, console, print_json, progress_reporter
+from apex_core.cli.output import JsonOption, console, print_json, progress_console, progress_reporter
 
 app = typer.Typer(help="Show or undo the patches applied to this Python environment.", no_args_is_help=True,
                   rich_markup_mode=None)
@@ -35,7 +35,9 @@ def register(main_app: typer.Typer) -> None:
 
 
 def integrate_command(
-    results: Annotated[Path, typer.Option("--results", help="Folder of grade results (apex grade --json files), searched recursively.")] = Path("results"),
+    results: Annotated[Path, typer.Option("--results", help="Folder of grade results (apex grade --json files), searched recursively; "
+                                                           "only gradings this installation's judge signed count, and none in agents' "
+                                                           "workspaces (output/<task>/).")] = Path("results"),
     min_speedup: Annotated[float, typer.Option(help="Credited speedup a winner needs (its interval's lower bound must also exceed 1.0).")] = 1.05,
     workload: WorkloadOption = None,
     as_json: JsonOption = False,
@@ -100,9 +102,16 @@ def apply_command(
 ) -> None:
     """Patch a solution into the installed stack and check it inside the model; rolled back alone if the check fails.
 
-    Exit 0 when it is applied, 1 when it was rolled back (the reason is printed)."""
+    Unlike apex integrate and the MCP tool apply_patch, this takes your word for the file: it needs no grading (a
+    note on stderr says when no grading of exactly this file was signed here). Exit 0 when it is applied, 1 when it
+    was rolled back (the reason is printed)."""
     from apex_core.patcher.apply import apply_solutions
+    from apex_core.patcher.gradings import verified_grading
 
+    if solution.is_file() and verified_grading(task, solution) is None:
+        progress_console.print(f"note: no confined grading of exactly {solution} for {task} was signed here; patching it on your "
+                               f"word (apex integrate and the MCP apply_patch would refuse it; apex grade --task {task} --solution "
+                               f"{solution} grades it)", highlight=False)
     with progress_reporter("patch") as progress:
         (result,) = apply_solutions([(task, solution)], results_dir, device=device, points={task: point} if point else None,
                                      kernel_stacks=_kernel_stacks(workload, results_dir), progress=progress)

@@ -25,6 +25,7 @@ from apex_core.agents.base import Agent, AgentRun
 from apex_core.errors import SolutionFileError
 from apex_core.executors import Executor, GradingRequest
 from apex_core.grader.judge import check_solution_file, grade, result_without_solution
+from apex_core.grader.ledger import GradingLedger
 from apex_core.grader.options import GradeOptions
 from apex_core.grader.result import GradeResult
 from apex_core.hardware.target import HardwareTarget
@@ -93,6 +94,7 @@ def grade_with_retries(task_id: str, solution: Path, options: GradeOptions, exec
         except SolutionFileError as missing:
             return result_without_solution(task, solution, f"the agent left no usable solution: {missing}"), retries
         if result.outcome.value != "infra_error" or retries >= INFRA_RETRIES:
+            GradingLedger().record(result)  # signed, so that integration can tell it from an agent's JSON
             return result, retries
         retries += 1
 
