@@ -1,15 +1,19 @@
 """``apex patch apply``: put graded solutions into the installed stack, each checked in the model.
 
 For each (task, solution): the task's patch point on this machine; the solution copied beside
-the target module (a HIP/CUDA/C++ solution first built, in a child process, into the shared
-library that is copied instead) and the adapter appended to it, both under the journal; then, in
-a child process, the patched module imported and the task's test shapes run through the model's own
-module against the reference. A patch whose import, call path or outputs fail, or that crashes
-or hangs the child, is rolled back alone with the reason; the others stay applied.
+the target module (a HIP/CUDA/C++ solution first built, in a confined child process, into the
+shared library that is copied instead) and the adapter appended to it, both under the journal; then,
+in a child process confined as a grading worker is (``apex_core.grader.confined``), the patched
+module imported and the task's test shapes run through the model's own module against the
+reference. A patch whose import, call path or outputs fail, or that crashes or hangs the child, is
+rolled back alone with the reason; the others stay applied. ``unconfined`` (``--unconfined``) runs
+those children with the user's rights instead, only where the user asked for it; each patch's
+journal note records it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 from pathlib import Path
 
@@ -31,6 +35,8 @@ class AppliedPatch(BaseModel):
     solution: str
     point: str
     target: str
+    sha256: str = ""
+    """Of the solution's bytes as they were patched in (read once: what was checked is what runs)."""
     applied: bool
     check: PatchCheck
     reason: str = ""
@@ -39,10 +45,15 @@ class AppliedPatch(BaseModel):
 
 def apply_solutions(pairs: list[tuple[str, Path]], results_root: Path, *, cache_dir: Path | None = None,
                     check_timeout_s: float = CHECK_TIMEOUT_S, device: str | None = None, points: dict[str, str] | None = None,
-                    kernel_stacks: tuple[str, ...] = (), progress: Progress | None = None) -> list[AppliedPatch]:
+                    kernel_stacks: tuple[str, ...] = (), unconfined: bool = False,
+                    already_checked: frozenset[tuple[str, str, str]] = frozenset(),
+                    progress: Progress | None = None) -> list[AppliedPatch]:
     """Patch each solution in, check it inside the model, keep it or roll it back alone.
     ``points``: task id -> the patch point to use; other tasks get the first installed point,
-    those of ``kernel_stacks`` (the workload's ``--kernels``) first."""
+    those of ``kernel_stacks`` (the workload's ``--kernels``) first. ``already_checked``: (task id,
+    solution sha256, point id) whose check inside the model passed earlier in this process (the
+    final benchmark re-applies the same files for each arm); those are not checked again."""
+    from apex_core.grader.confined import require_confinement
     from apex_core.grader.native import COMPILED_SUFFIXES
     from apex_core.tasks import get_task
 
@@ -58,6 +69,7 @@ def apply_solutions(pairs: list[tuple[str, Path]], results_root: Path, *, cache_
             raise ApexUserError(f"--solution {solution}: {task.id} takes a {expected} solution ({task.solution_filename}), "
                                 f"not a {path.suffix} file")
         prepared.append((task, path, point_for(task, (points or {}).get(task.id), kernel_stacks)))
+    require_confinement("check patched solutions inside the model", unconfined)
     results: list[AppliedPatch] = []
     with Patcher(results_root, cache_dir=cache_dir) as patcher:
         for index, (task, path, point) in enumerate(prepared):
@@ -65,13 +77,18 @@ def apply_solutions(pairs: list[tuple[str, Path]], results_root: Path, *, cache_
             target = point.target_file()
             assert target is not None  # point_for checked it
             patch_id = patcher.begin(task_id=task.id, solution=str(path), point=point.id)
+            source = path.read_bytes()
             outcome = AppliedPatch(patch_id=patch_id, task_id=task.id, solution=str(path), point=point.id, target=str(target),
-                                   applied=False, check=PatchCheck(passed=False, stage="build"))
+                                   sha256=hashlib.sha256(source).hexdigest(), applied=False,
+                                   check=PatchCheck(passed=False, stage="build"))
             stem = target.parent / f"_apex_patch_{patch_id.replace('-', '_')}"
             if path.suffix in COMPILED_SUFFIXES:
                 report((index + 0.2) / len(prepared), f"building {path.name} into a shared library")
                 with tempfile.TemporaryDirectory(prefix="apex-patch-build-") as build_dir:
-                    built = build_library(path, Path(build_dir))
+                    copied = Path(build_dir) / "source" / path.name
+                    copied.parent.mkdir()
+                    copied.write_bytes(source)
+                    built = build_library(copied, Path(build_dir), unconfined=unconfined)
                     payload = Path(built.library).read_bytes() if built.ok else b""
                 if not built.ok:
                     outcome.check.message, outcome.reason = built.message, f"build failed: {built.message}"
@@ -81,13 +98,17 @@ def apply_solutions(pairs: list[tuple[str, Path]], results_root: Path, *, cache_
                 copy = stem.with_suffix(".so")
                 adapter = point.adapter(patch_id, copy, task.entry_point, task.id, library_module=built.module_name)
             else:
-                copy, payload = stem.with_suffix(".py"), path.read_bytes()
+                copy, payload = stem.with_suffix(".py"), source
                 adapter = point.adapter(patch_id, copy, task.entry_point, task.id)
             patcher.replace(patch_id, {copy: payload, target: target.read_bytes() + adapter.encode()})
-            report((index + 0.5) / len(prepared), f"checking {task.id} inside the model")
-            outcome.check = verify_in_model(task.id, point.id, device, check_timeout_s)
+            if (task.id, outcome.sha256, point.id) in already_checked:
+                outcome.check = PatchCheck(passed=True, stage="correctness", message="checked earlier in this session")
+            else:
+                report((index + 0.5) / len(prepared), f"checking {task.id} inside the model")
+                outcome.check = verify_in_model(task.id, point.id, device, check_timeout_s, unconfined=unconfined)
             if outcome.check.passed:
-                patcher.commit(patch_id, note=f"{point.description}; {outcome.check.shapes_checked} test shapes passed in the model")
+                how = " (checked UNCONFINED, as asked)" if unconfined else ""
+                patcher.commit(patch_id, note=f"{point.description}; {outcome.check.shapes_checked} test shapes passed in the model{how}")
                 outcome.applied = True
             else:
                 outcome.reason = f"{outcome.check.stage} check failed: {outcome.check.message}"

@@ -1,18 +1,19 @@
 """Checking an applied patch inside the model: the child half runs here
 (``python -m apex_core.patcher.check``), the verdict is the parent's (``verify_in_model``).
 
-The parent draws the task's test inputs from fixed seeds and writes them to a file. The child
-imports the patched module (which runs the adapter and loads the solution), makes sure the
-stack's call now reaches the solution, runs every input set through the model's own module (not
-through the solution directly) and saves the outputs as plain tensors. The parent loads them
-with torch's tensors-only loader and compares them with the reference it computes itself, under
-the task's tolerances. What the child prints is only read for a failure's reason: a solution
-that prints "passed" gains nothing, and the process that patches never imports the solution.
+The parent draws the task's test inputs from fixed seeds and writes them into the child's scratch
+directory. The child, confined as a grading worker is (``apex_core.grader.confined``: read-only
+site-packages with the patched files in it, no home, no network), imports the patched module
+(which runs the adapter and loads the solution), makes sure the stack's call now reaches the
+solution, runs every input set through the model's own module (not through the solution directly)
+and saves the outputs as plain tensors. The parent loads them with torch's tensors-only loader and
+compares them with the reference it computes itself, under the task's tolerances. The child's
+reply, on a private channel and never its stdout, is only read for a failure's reason: a solution
+that reports "passed" gains nothing, and the process that patches never imports the solution.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 from typing import Any
@@ -22,6 +23,8 @@ from pydantic import BaseModel
 from apex_core.tasks.schema import Shape, Task
 
 SEED_BASE = 7000
+INPUTS_FILE = "inputs.pt"
+OUTPUTS_FILE = "outputs.pt"
 
 
 class PatchCheck(BaseModel):
@@ -83,15 +86,19 @@ def _as_tensor(value: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--task", required=True)
-    parser.add_argument("--point", required=True)
-    parser.add_argument("--inputs", required=True)
-    parser.add_argument("--outputs", required=True)
-    parser.add_argument("--device", required=True)
-    args = parser.parse_args(argv)
-    result = run_model_path(args.point, args.task, args.inputs, args.outputs, args.device)
-    sys.stdout.write("\n" + result.model_dump_json() + "\n")
+    """The child: one 'check' request (task, point, device), one reply, then exit."""
+    import os
+
+    from apex_core.grader.confined import ParentChannel
+
+    channel, _ = ParentChannel.from_argv(list(sys.argv[1:] if argv is None else argv))
+    request = channel.receive()
+    if request is None:
+        return 1
+    folder = os.environ["HOME"]  # the scratch directory: the only one this process can write
+    result = run_model_path(request["point"], request["task"], os.path.join(folder, INPUTS_FILE),
+                            os.path.join(folder, OUTPUTS_FILE), request["device"])
+    channel.reply(result.model_dump())
     return 0
 
 
@@ -99,16 +106,14 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-def verify_in_model(task_id: str, point_id: str, device: str | None, timeout_s: float) -> PatchCheck:
-    """The parent: inputs out, the child run, outputs back, compared with our own reference."""
-    import subprocess
-    import tempfile
-    from pathlib import Path
-
+def verify_in_model(task_id: str, point_id: str, device: str | None, timeout_s: float, *,
+                    unconfined: bool = False) -> PatchCheck:
+    """The parent: inputs out, the confined child run, outputs back, compared with our own reference."""
     import torch
 
     from apex_core.grader.call_check import argument_copy, on_cpu
     from apex_core.grader.compare import as_output_list, compare_all
+    from apex_core.grader.confined import ChildFailed, ConfinedChild
     from apex_core.grader.devices import grading_device
     from apex_core.kernels import seeded
     from apex_core.tasks import get_task
@@ -120,23 +125,24 @@ def verify_in_model(task_id: str, point_id: str, device: str | None, timeout_s: 
     shapes = check_shapes(task, chosen)
     input_sets = [seeded.draw(make_inputs, shape, task.dtype, SEED_BASE + i, chosen, task.params, ())
                   for i, shape in enumerate(shapes)]
-    with tempfile.TemporaryDirectory(prefix="apex-patch-check-") as folder:
-        inputs_file, outputs_file = Path(folder) / "inputs.pt", Path(folder) / "outputs.pt"
+    with ConfinedChild("apex_core.patcher.check", unconfined=unconfined) as child:
+        inputs_file, outputs_file = child.scratch / INPUTS_FILE, child.scratch / OUTPUTS_FILE
         torch.save([tuple(args) for args in input_sets], inputs_file)
-        command = [sys.executable, "-m", "apex_core.patcher.check", "--task", task.id, "--point", point_id,
-                   "--inputs", str(inputs_file), "--outputs", str(outputs_file), "--device", chosen]
+        child.give(inputs_file)
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
-        except subprocess.TimeoutExpired:
-            return PatchCheck(passed=False, stage="correctness", message=f"the patched model did not finish in {timeout_s:g} s")
-        if done.returncode < 0:
-            return PatchCheck(passed=False, stage="correctness", message=f"the patched model crashed (signal {-done.returncode})")
-        said = _last_json(done.stdout)
-        if said is not None and not said.passed:
+            said = PatchCheck.model_validate(child.request({"op": "check", "task": task.id, "point": point_id,
+                                                            "device": chosen}, timeout_s))
+        except ChildFailed as failure:
+            if failure.kind == "timeout":
+                return PatchCheck(passed=False, stage="correctness", message=f"the patched model did not finish in {timeout_s:g} s")
+            stage = "import" if failure.kind in ("infra", "forged") else "correctness"
+            return PatchCheck(passed=False, stage=stage, message=str(failure)[:500])
+        except ValueError:
+            return PatchCheck(passed=False, stage="correctness", message="the check process replied with something that is not a check")
+        if not said.passed:
             return said  # the child's own account of its failure: a reason, never a pass
-        if not outputs_file.is_file():
-            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            return PatchCheck(passed=False, stage="import", message=f"the check process failed (exit {done.returncode}): {tail}"[:500])
+        if not outputs_file.is_file() or outputs_file.is_symlink():
+            return PatchCheck(passed=False, stage="correctness", message="the check process left no outputs")
         try:
             outputs = torch.load(outputs_file, weights_only=True)
         except Exception as error:  # noqa: BLE001 - an unreadable file is a failure, whatever it holds
@@ -150,11 +156,3 @@ def verify_in_model(task_id: str, point_id: str, device: str | None, timeout_s: 
             return PatchCheck(passed=False, stage="correctness", shapes_checked=index,
                               message=f"shape {shapes[index]}: {comparison.message}"[:500])
     return PatchCheck(passed=True, stage="correctness", shapes_checked=len(input_sets))
-
-
-def _last_json(stdout: str) -> PatchCheck | None:
-    lines = stdout.strip().splitlines()
-    try:
-        return PatchCheck.model_validate_json(lines[-1]) if lines else None
-    except ValueError:
-        return None

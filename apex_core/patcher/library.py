@@ -1,23 +1,27 @@
 """Building a HIP/CUDA/C++ solution into the shared library a patch loads.
 
-The build runs in a child process (``python -m apex_core.patcher.library``) with the grader's own
-builder (``apex_core.grader.native``: cpp_extension, hipcc on ROCm, nvcc with the HIP shim on
-NVIDIA stand-ins), because loading the built module runs the solution's static initialisers and
-the patching process never runs solution code. The parent trusts nothing the child prints: the
-library's path and module name follow from the source's hash, and the file must be there.
-Verified on the CPU (a C++ solution, host compiler) in CI; HIP on NVIDIA through the shim is the
-grader's tested path; hipcc on ROCm is not verified here.
+The build runs in a confined child process (``python -m apex_core.patcher.library``, started by
+``apex_core.grader.confined``) with the grader's own builder (``apex_core.grader.native``:
+cpp_extension, hipcc on ROCm, nvcc with the HIP shim on NVIDIA stand-ins), because building
+imports the module, which runs the solution's static initialisers, and the compiler reads whatever
+the source includes: neither may happen with the user's rights. The parent trusts nothing the child
+says: the library's name follows from the source's hash, and the file must be a regular file in
+the child's scratch directory, which the parent copies out. Verified on the CPU (a C++ solution,
+host compiler) in CI; HIP on NVIDIA through the shim is the grader's tested path; hipcc on ROCm is
+not verified here.
 """
 
 from __future__ import annotations
 
-import subprocess
+import os
+import shutil
 import sys
 from pathlib import Path
 
 from pydantic import BaseModel
 
 BUILD_TIMEOUT_S = 900.0
+BUILD_DIR = "build"
 
 
 class BuiltLibrary(BaseModel):
@@ -28,31 +32,47 @@ class BuiltLibrary(BaseModel):
     """Why it did not build (the compiler's errors about the solution, trimmed)."""
 
 
-def build_library(source: Path, build_dir: Path, timeout_s: float = BUILD_TIMEOUT_S) -> BuiltLibrary:
+def build_library(source: Path, build_dir: Path, timeout_s: float = BUILD_TIMEOUT_S, *,
+                  unconfined: bool = False) -> BuiltLibrary:
+    """Build ``source`` confined; the library is copied into ``build_dir``."""
+    from apex_core.grader.confined import ChildFailed, ConfinedChild
     from apex_core.grader.native import extension_name
 
     name = extension_name(source)
-    command = [sys.executable, "-m", "apex_core.patcher.library", str(source), str(build_dir)]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        return BuiltLibrary(ok=False, message=f"the build did not finish in {timeout_s:g} s")
-    library = build_dir / f"{name}.so"
-    if done.returncode != 0 or not library.is_file():
-        lines = [line for line in (done.stderr or done.stdout).strip().splitlines() if line.strip()]
-        return BuiltLibrary(ok=False, message=(lines[-1] if lines else f"the build failed (exit {done.returncode})")[:600])
+    with ConfinedChild("apex_core.patcher.library", unconfined=unconfined) as child:
+        copy = child.scratch / source.name
+        shutil.copyfile(source, copy)
+        child.give(copy)
+        try:
+            reply = child.request({"op": "build", "source": source.name}, timeout_s)
+        except ChildFailed as failure:
+            message = f"the build did not finish in {timeout_s:g} s" if failure.kind == "timeout" else str(failure)
+            return BuiltLibrary(ok=False, message=message[:600])
+        built = child.scratch / BUILD_DIR / f"{name}.so"
+        if not reply.get("ok") or built.is_symlink() or not built.is_file():
+            return BuiltLibrary(ok=False, message=str(reply.get("message") or "the build made no library")[:600])
+        build_dir.mkdir(parents=True, exist_ok=True)
+        library = build_dir / f"{name}.so"
+        shutil.copyfile(built, library)
     return BuiltLibrary(ok=True, library=str(library), module_name=name)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The child: one 'build' request, built in the scratch directory, one reply."""
+    from apex_core.grader.confined import ParentChannel
     from apex_core.grader.native import CompileError, ToolchainMissing, build_extension
 
-    source, build_dir = (Path(a) for a in (argv if argv is not None else sys.argv[1:]))
-    try:
-        build_extension(source, build_dir)
-    except (CompileError, ToolchainMissing) as error:
-        sys.stderr.write(f"{error}\n")
+    channel, _ = ParentChannel.from_argv(list(sys.argv[1:] if argv is None else argv))
+    request = channel.receive()
+    if request is None:
         return 1
+    scratch = Path(os.environ["HOME"])
+    try:
+        build_extension(scratch / Path(request["source"]).name, scratch / BUILD_DIR)
+    except (CompileError, ToolchainMissing) as error:
+        channel.reply({"ok": False, "message": str(error)})
+        return 0
+    channel.reply({"ok": True})
     return 0
 
 

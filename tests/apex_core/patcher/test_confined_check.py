@@ -1,0 +1,90 @@
+"""Patched-in code runs confined (issue 28, class 1): a solution graded ``ok`` that, once patched in,
+tries to write a ``.pth`` into site-packages, write outside its sandbox and reach a local socket
+from the in-model check gets none of it, and its patch still passes on its merits. Only an explicit
+``unconfined=True`` (``--unconfined``) lets it through, which the journal records.
+
+The confinement is the grader's own (``apex_core.grader.confined`` starts the child through the
+reaper and the sandbox); as an ordinary user that path is the user-namespace one, exercised by
+tests/apex_core/grader/test_sandbox.py's unprivileged judge.
+"""
+
+from __future__ import annotations
+
+import socket
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from apex_core.patcher import restore, status
+from apex_core.patcher.apply import apply_solutions
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+TASK = "cpu-mini__rms_norm"
+GOOD = REPO_ROOT / "apex_core" / "agents" / "canned" / f"{TASK}.py"
+SITE = Path(sysconfig.get_paths()["purelib"])
+
+
+def _escaping_solution(folder: Path, port: int, marker: str) -> Path:
+    """The canned (correct) solution, preceded by three escapes attempted at import time."""
+    pth = SITE / f"apex_escape_{marker}.pth"
+    outside = folder / f"escaped-{marker}"
+    path = folder / "solution.py"
+    path.write_text(f"""
+import socket as _socket
+
+for _attempt in (lambda: open({str(pth)!r}, "w").write("import os\\n"),
+                 lambda: open({str(outside)!r}, "w").write("out"),
+                 lambda: _socket.create_connection(("127.0.0.1", {port}), timeout=3).sendall(b"leak")):
+    try:
+        _attempt()
+    except OSError:
+        pass
+
+""" + GOOD.read_text())
+    return path
+
+
+@pytest.fixture
+def listener():
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        server.setblocking(False)
+        yield server
+
+
+def _connected(server: socket.socket) -> bool:
+    try:
+        server.accept()[0].close()
+        return True
+    except BlockingIOError:
+        return False
+
+
+def test_the_in_model_check_runs_patched_code_confined(tmp_path, listener):
+    marker = tmp_path.name
+    solution = _escaping_solution(tmp_path, listener.getsockname()[1], marker)
+    try:
+        (applied,) = apply_solutions([(TASK, solution)], tmp_path / "results")
+        assert applied.applied, applied.reason
+        assert not (SITE / f"apex_escape_{marker}.pth").exists(), "the check wrote into site-packages"
+        assert not (tmp_path / f"escaped-{marker}").exists(), "the check wrote outside its sandbox"
+        assert not _connected(listener), "the check reached a local socket"
+        assert "UNCONFINED" not in (status().active()[0].note or "")
+    finally:
+        restore()
+        (SITE / f"apex_escape_{marker}.pth").unlink(missing_ok=True)
+
+
+def test_only_an_explicit_unconfined_check_lets_the_same_code_out_and_the_journal_says_so(tmp_path, listener):
+    marker = tmp_path.name
+    solution = _escaping_solution(tmp_path, listener.getsockname()[1], marker)
+    try:
+        (applied,) = apply_solutions([(TASK, solution)], tmp_path / "results", unconfined=True)
+        assert applied.applied, applied.reason
+        assert (tmp_path / f"escaped-{marker}").exists() and _connected(listener), "the probe itself must work"
+        assert "checked UNCONFINED" in (status().active()[0].note or "")
+    finally:
+        restore()
+        (SITE / f"apex_escape_{marker}.pth").unlink(missing_ok=True)
