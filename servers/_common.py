@@ -1,5 +1,5 @@
-"""What every Apex MCP server shares: construction, logging, error translation, and answers to
-unreadable lines on stdio."""
+"""What every Apex MCP server shares: construction (with the message guard on both transports),
+logging, and error translation."""
 
 from __future__ import annotations
 
@@ -15,31 +15,32 @@ from typing import Any, TypeVar
 os.environ.setdefault("FASTMCP_SHOW_SERVER_BANNER", "false")
 os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
 
-import anyio  # noqa: E402
 import mcp_types  # noqa: E402
 from fastmcp import FastMCP  # noqa: E402
 from fastmcp.exceptions import ToolError  # noqa: E402
-from mcp.server.stdio import stdio_server  # noqa: E402
-from mcp.shared.message import SessionMessage  # noqa: E402
-from pydantic import ValidationError  # noqa: E402
+from starlette.middleware import Middleware  # noqa: E402
 
 from apex_core.errors import ApexUserError  # noqa: E402
 from apex_core.progress import Progress  # noqa: E402
+from servers._guard import HTTPMessageGuard, message_limit  # noqa: E402
+from servers._stdio import guarded_stdio  # noqa: E402
 
 F = TypeVar("F", bound=Callable[..., Any])
 log = logging.getLogger("servers")
 
 
 class ApexServer(FastMCP):
-    """FastMCP, except that on stdio a line that is not a JSON-RPC message gets the error reply
-    JSON-RPC 2.0 requires (-32700 Parse error or -32600 Invalid Request), where the SDK drops it
-    and leaves the client waiting."""
+    """FastMCP with ``servers._guard`` in front of both transports: on stdio Apex's own transport
+    (``servers._stdio``), over streamable HTTP the guard's middleware. Every request then gets a
+    reply (the SDK alone leaves a request with an object id, or a line that is not JSON, unanswered)
+    and no message may pass the size limit (``APEX_MCP_MAX_MESSAGE_BYTES``)."""
 
     async def run_stdio_async(self, show_banner: bool = True, log_level: str | None = None, stateless: bool = False) -> None:
-        # FastMCP's own run_stdio_async (fastmcp 4.2), with the read stream wrapped.
+        # FastMCP's own run_stdio_async (fastmcp 4.2), with the guarded transport for the SDK's stdio_server.
         from fastmcp.server.context import reset_transport, set_transport
         from fastmcp.utilities.logging import temporary_log_level
 
+        limit = configured_limit()
         if show_banner:
             from fastmcp.utilities.cli import log_server_banner
 
@@ -48,84 +49,29 @@ class ApexServer(FastMCP):
         try:
             with temporary_log_level(log_level):
                 async with self._lifespan_manager():
-                    async with stdio_server() as (read_stream, write_stream):
-                        log.info("Starting MCP server %r with transport 'stdio'", self.name)
-                        await self._mcp_server.run(
-                            AnsweringUnreadable(read_stream, write_stream),
-                            write_stream,
-                            self._mcp_server.create_initialization_options(),
-                        )
+                    async with guarded_stdio(limit) as (read_stream, write_stream):
+                        log.info("Starting MCP server %r with transport 'stdio' (messages up to %d bytes)", self.name, limit)
+                        await self._mcp_server.run(read_stream, write_stream, self._mcp_server.create_initialization_options())
         finally:
             reset_transport(token)
 
+    def http_app(self, path: str | None = None, middleware: list[Middleware] | None = None, **options: Any) -> Any:
+        """FastMCP's app, with the guard as the innermost middleware (after the Host/Origin check)."""
+        import fastmcp
 
-class AnsweringUnreadable:
-    """A transport's read stream that answers the lines it could not read as JSON-RPC messages
-    (which the transport hands on as exceptions) and passes every message on."""
-
-    def __init__(self, inner: Any, write_stream: Any) -> None:
-        self._inner = inner
-        self._write = write_stream
-
-    @property
-    def last_context(self) -> Any:
-        return getattr(self._inner, "last_context", None)
-
-    async def receive(self) -> Any:
-        while True:
-            item = await self._inner.receive()
-            if not isinstance(item, Exception):
-                return item
-            reply = rejection(item)
-            if reply is not None:
-                await self._write.send(SessionMessage(reply))
-
-    def __aiter__(self) -> AnsweringUnreadable:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> AnsweringUnreadable:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.aclose()
+        endpoint = path if path is not None else fastmcp.settings.streamable_http_path
+        guard = Middleware(HTTPMessageGuard, limit=configured_limit(), endpoint=endpoint)
+        return super().http_app(path=path, middleware=[*(middleware or []), guard], **options)
 
 
-def rejection(error: Exception) -> mcp_types.JSONRPCError | None:
-    """The JSON-RPC 2.0 error reply to a line the transport could not read (None: a blank line,
-    which is no message at all)."""
-    problems = error.errors() if isinstance(error, ValidationError) else []
-    unparsable = [p for p in problems if p["type"] == "json_invalid"]
-    if unparsable:
-        line = unparsable[0].get("input")
-        if isinstance(line, (str, bytes)) and not line.strip():
-            return None
-        detail = unparsable[0]["msg"]
-        return _error(None, mcp_types.PARSE_ERROR, f"Parse error: the line is not JSON ({detail}); send one JSON-RPC 2.0 message per line")
-    if not problems:
-        log.warning("the transport could not read a message: %r", error)
-        return _error(None, mcp_types.INTERNAL_ERROR, f"Internal error: the message could not be read ({type(error).__name__})")
-    # Valid JSON, but not a JSON-RPC message: answer the request's id where it has a usable one.
-    message = next((p["input"] for p in problems if isinstance(p.get("input"), dict)), None)
-    request_id = message.get("id") if isinstance(message, dict) and "method" in message else None
-    if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
-        request_id = None
-    first = problems[0]
-    where = ".".join(str(part) for part in first["loc"][1:]) or "the message"
-    return _error(request_id, mcp_types.INVALID_REQUEST,
-                  f"Invalid Request: not a JSON-RPC 2.0 message ({where}: {first['msg']})")
-
-
-def _error(request_id: int | str | None, code: int, message: str) -> mcp_types.JSONRPCError:
-    return mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=mcp_types.ErrorData(code=code, message=message))
+def configured_limit() -> int:
+    """The message limit; a bad ``APEX_MCP_MAX_MESSAGE_BYTES`` ends the server with one line on
+    stderr and exit code 2, before it reads anything (however it was started)."""
+    try:
+        return message_limit()
+    except ApexUserError as error:
+        sys.stderr.write(f"{error}\n")
+        raise SystemExit(2) from None
 
 
 READ_ONLY = mcp_types.ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)

@@ -89,9 +89,13 @@ def serve(
         "--http", metavar="HOST:PORT",
         help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (127.0.0.1:8000 loopback; 0.0.0.0:8000 every interface).")] = None,
     path: Annotated[str, typer.Option(help="URL path of the HTTP endpoint.")] = "/mcp",
+    max_message_bytes: Annotated[Optional[str], typer.Option(
+        "--max-message-bytes", metavar="N",
+        help="Refuse MCP messages larger than N bytes (64 KiB to 4 MiB; default APEX_MCP_MAX_MESSAGE_BYTES, else 4 MiB).")] = None,
 ) -> None:
     """Run one server: stdio by default (what hosts start), or streamable HTTP so the grader can
-    run on the GPU host while the agent runs elsewhere."""
+    run on the GPU host while the agent runs elsewhere. Every server answers each request, and
+    refuses a message over the size limit with a JSON-RPC error (HTTP 413) and goes on serving."""
     from apex_core.hosting.mcp_registry import get_server
     from apex_core.hosting.net import parse_host_port
 
@@ -106,6 +110,8 @@ def serve(
         argv += ["--http", f"[{address.host}]:{address.port}" if ":" in address.host else f"{address.host}:{address.port}",
                  "--path", path]
         sys.stderr.write(f"apex: serving {name} at {address.url(path)}\n")
+    if max_message_bytes is not None:
+        argv += ["--max-message-bytes", max_message_bytes]  # checked by the server, which owns the limit
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, argv)

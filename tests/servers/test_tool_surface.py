@@ -209,6 +209,13 @@ def test_over_stdio_only_protocol_reaches_stdout_and_bad_arguments_are_readable_
         server.write_line("")  # a blank line is no message: no reply, so the next reply is the batch's
         batch = server.unreadable("[1, 2]")
         assert batch["id"] is None and batch["error"]["code"] == -32600, batch
+        # A request whose id is an object (the SDK alone takes it for a notification and never answers),
+        # and one over the size limit: each gets Invalid Request with id null, and the server goes on.
+        odd = server.unreadable('{"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}')
+        assert odd["id"] is None and odd["error"]["code"] == -32600, odd
+        huge = server.unreadable('{"jsonrpc": "2.0", "id": 42, "method": "tools/list", "params": {"pad": "'
+                                 + "x" * (4 * 1024 * 1024) + '"}}')
+        assert huge["id"] is None and huge["error"]["data"] == {"limit_bytes": 4 * 1024 * 1024}, huge
         for tool in tools:
             for arguments, culprit in _bad_calls(tool):
                 reply = server.request("tools/call", {"name": tool["name"], "arguments": arguments})
