@@ -141,27 +141,33 @@ async def list_runs() -> RunList:
 
 class Experiments(BaseModel):
     knowledge_base: str
-    families: list[dict[str, Any]] = Field(description="per kernel family and target: experiments, correct, best speedup")
-    insights: list[str] = Field(description="for the kernel asked about: what worked and failed (the lines agents get)")
+    tasks: list[dict[str, Any]] = Field(description="per task, language and target: gradings, correct ones, best speedup")
+    past_gradings: list[dict[str, Any]] = Field(description=(
+        "for the task asked about: the records its prompts quote (best correct first, then the latest failures); "
+        "codes and figures only, no text a solution or an agent wrote"))
 
 
 @mcp.tool(annotations=READ_ONLY)
 @user_errors_as_tool_errors
 async def past_experiments(
-    kernel: Annotated[str | None, Field(max_length=64, description="A kernel family, e.g. rms_norm; none: every family.")] = None,
-    language: Annotated[Literal["triton", "hip", "python"], Field(description="Language of the solutions to learn from.")] = "triton",
+    task_id: Annotated[str | None, Field(max_length=128, description="A task id, e.g. llama-3-1-8b-instruct__rms_norm; none: "
+                                                                     "every task's totals.")] = None,
     target: Annotated[str | None, Field(max_length=32, description="GPU target, e.g. gfx950; default: this machine's.")] = None,
 ) -> Experiments:
-    """What earlier optimization runs on this machine learnt, from the grader's verdicts: per kernel family the
-    experiments and best speedup with its strategies, and for one family what worked and what failed. Use it
-    before optimizing a kernel, to start from what is known."""
+    """What earlier gradings on this machine measured, from the grader's verdicts: per task the gradings and the
+    best speedup with its strategies, and for one task (in its language, on the target) the best correct gradings
+    and the latest failures as structured records. Use it before optimizing a task, to start from what is known."""
     def read() -> Experiments:
         from apex_core.hardware.target import resolve_target
         from apex_core.pipeline.knowledge import KnowledgeBase
+        from apex_core.tasks import get_task
 
         base = KnowledgeBase()
-        lines = base.insights(kernel, language, resolve_target(target).arch) if kernel else []
-        return Experiments(knowledge_base=str(base.path), families=base.families(), insights=lines)
+        past = []
+        if task_id:
+            task = get_task(task_id)
+            past = [p.model_dump(mode="json") for p in base.insights(task.id, task.language, resolve_target(target).arch)]
+        return Experiments(knowledge_base=str(base.path), tasks=[r.model_dump() for r in base.overview()], past_gradings=past)
 
     return await anyio.to_thread.run_sync(read)
 

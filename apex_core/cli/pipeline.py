@@ -194,34 +194,44 @@ def export_rl_command(
 
 
 def knowledge_command(
-    kernel: Annotated[Optional[str], typer.Option(help="A kernel family (e.g. rms_norm): what worked and failed for it.")] = None,
-    language: Annotated[str, typer.Option(help="The language of the solutions to learn from (triton, hip, python).")] = "triton",
+    task: Annotated[Optional[str], typer.Option(help="A task id (apex tasks list): the past gradings its prompts quote.")] = None,
     gpu: Annotated[Optional[str], typer.Option(help="The target (default: this machine's).")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """What past experiments on this machine learnt: per kernel family and target, or the lines an agent gets for one."""
+    """What past gradings on this machine measured: per task, language and target, or one task's records as its prompts quote them."""
     from apex_core.hardware.target import resolve_target
     from apex_core.pipeline.knowledge import KnowledgeBase
 
     base = KnowledgeBase()
-    if kernel is None:
-        families = base.families()
+    if task is None:
+        records = base.overview()
         if as_json:
-            print_json({"path": str(base.path), "families": families})
+            print_json({"path": str(base.path), "tasks": [r.model_dump() for r in records]})
             return
-        if not families:
-            console.print(f"no experiments yet in {base.path}: 'apex run' records every graded iteration")
-        for f in families:
-            best = f"{f['best_speedup']:.2f}x ({f['best_strategies'] or 'no named strategy'})" if f["best_speedup"] else "none correct"
-            console.print(f"{f['kernel']} on {f['target']}: {f['experiments']} experiments, {f['correct']} correct, best {best}",
+        if not records:
+            console.print(f"no gradings yet in {base.path}: 'apex run' records every graded iteration", highlight=False)
+        for r in records:
+            best = f"{r.best_speedup:.2f}x ({','.join(r.best_strategies) or 'no named strategy'})" if r.best_speedup else "none correct"
+            console.print(f"{r.task_id} ({r.language}) on {r.target}: {r.experiments} gradings, {r.correct} correct, best {best}",
                           highlight=False)
         return
+    from apex_core.tasks import get_task
+
+    chosen = get_task(task)  # an unknown id is a one-line error naming the known ones
     target = resolve_target(gpu).arch
-    lines = base.insights(kernel, language, target)
+    past = base.insights(chosen.id, chosen.language, target)
     if as_json:
-        print_json({"kernel": kernel, "language": language, "target": target, "insights": lines})
+        print_json({"task_id": chosen.id, "language": chosen.language, "target": target,
+                    "past_gradings": [p.model_dump(mode="json") for p in past]})
         return
-    console.print("\n".join(lines) or f"nothing recorded yet for {kernel} on {target}", highlight=False)
+    if not past:
+        console.print(f"nothing recorded yet for {chosen.id} ({chosen.language}) on {target}", highlight=False)
+    for p in past:
+        figures = f"{p.speedup:.3f}x, score {p.score:.0f}" if p.speedup is not None else f"score {p.score:.0f}"
+        extra = [f"error {p.error_class}" if p.error_class else "", f"failed at {p.failed_shape}" if p.failed_shape else "",
+                 "failed at a hidden shape" if p.failed_on_hidden_shape else "", ",".join(p.strategies),
+                 f"flags {','.join(p.flags)}" if p.flags else ""]
+        console.print(f"{p.graded_on}  {p.outcome.value}  {figures}  " + "  ".join(e for e in extra if e), highlight=False)
 
 
 def optimize_kernel_command(

@@ -204,7 +204,7 @@ SERVERS: tuple[ServerSpec, ...] = (
             ToolSummary(name="export_rl_dataset", timeout_s=600,
                         when_to_use="tasks, trajectories and SFT pairs of all runs as datasets"),
             ToolSummary(name="past_experiments", timeout_s=60, read_only=True,
-                        when_to_use="what earlier runs learnt about a kernel family: best strategies, failures"),
+                        when_to_use="what earlier gradings of a task measured: best speedups and strategies, failures"),
         ),
         pass_env=GPU_ENVIRONMENT,
         probe=ToolProbe(tool="list_runs", expect_key="runs"),

@@ -1,13 +1,15 @@
 """The agent loop of one kernel: iterations of prompt -> agent -> grade -> feedback, the best
 solution kept, and the rules that stop early.
 
-Each iteration's prompt is the task's prompt with what earlier runs learnt about this kernel
-family (the knowledge base) and the grader's verdict of the last solution (``reflection``). The
-agent works in ``<run>/output/<task>/`` and is judged only by the file it leaves there, graded out
-of process. A grading that ends in an infrastructure error is repeated and never counted against
-the agent; an agent session whose host failed (after the backend's own retries) spends no
-iteration: the kernel's loop stops there, and a resumed run starts that iteration again. Every iteration is saved before the next starts (state, trajectory, knowledge), so a
-resumed run goes on from the last finished one.
+Each iteration's prompt is the task's prompt with the past gradings of this task in its language
+on this target (the knowledge base, quoted as data) and the grader's verdict of the last solution
+(``reflection``), both built from the gradings' structured facts, never from text a solution or
+an agent produced. The agent works in ``<run>/output/<task>/`` and is judged only by the file it
+leaves there, graded out of process. A grading that ends in an infrastructure error is repeated
+and never counted against the agent; an agent session whose host failed (after the backend's own
+retries) spends no iteration: the kernel's loop stops there, and a resumed run starts that
+iteration again. Every iteration is saved before the next starts (state, trajectory, knowledge),
+so a resumed run goes on from the last finished one.
 
 Stop rules: the best score reaches the threshold; the same failure twice in a row; two
 iterations in a row that change the score by less than 5% (a stall); the iterations run out.
@@ -29,12 +31,13 @@ from apex_core.grader.ledger import GradingLedger
 from apex_core.grader.options import GradeOptions
 from apex_core.grader.result import GradeResult
 from apex_core.hardware.target import HardwareTarget
-from apex_core.pipeline.knowledge import KnowledgeBase
+from apex_core.pipeline.knowledge import Experiment, KnowledgeBase
 from apex_core.pipeline.reflection import reflect
 from apex_core.pipeline.state import GradeSummary, IterationRecord, KernelRecord, RunState, now
 from apex_core.pipeline.trajectory import Trajectory, TrajectoryStep, load_trajectory, trajectory_id
 from apex_core.prompts import system_prompt, task_prompt
 from apex_core.tasks import get_task
+from apex_core.tasks.schema import Task
 
 INFRA_RETRIES = 2
 STALL = 0.05
@@ -99,6 +102,17 @@ def grade_with_retries(task_id: str, solution: Path, options: GradeOptions, exec
         retries += 1
 
 
+def iteration_prompt(task: Task, target: HardwareTarget, output_dir: Path, knowledge: KnowledgeBase, feedback: str,
+                     index: int, iterations: int) -> str:
+    """Iteration ``index``'s prompt: the task's, with the past gradings of this task in its language on
+    this target quoted as data, and the feedback on the last iteration (``reflect``)."""
+    past = knowledge.insights(task.id, task.language, target.arch)
+    prompt = task_prompt(task, target, output_dir=str(output_dir), past_gradings=past)
+    if feedback:
+        prompt += f"\n## Your last iteration (iteration {index} of at most {iterations} starts now)\n{feedback}\n"
+    return prompt
+
+
 def optimize_kernel(state: RunState, record: KernelRecord, agent_for: Callable[[str | None], Agent], target: HardwareTarget,
                     knowledge: KnowledgeBase, options: GradeOptions, save: Callable[[], None],
                     report: Callable[[str], None], executor: Executor | None = None) -> None:
@@ -118,11 +132,8 @@ def optimize_kernel(state: RunState, record: KernelRecord, agent_for: Callable[[
     while not (why := stop_reason(record, config.iterations, config.score_threshold)):
         index = len(record.iterations) + 1
         best = _best(record, results)
-        feedback = reflect(results.get(index - 1), index, best)
-        insights = knowledge.insights(task.kernel, task.language, target.arch)
-        prompt = task_prompt(task, target, output_dir=str(output_dir), insights=insights)
-        if feedback:
-            prompt += f"\n## Your last iteration (iteration {index} of at most {config.iterations} starts now)\n{feedback}\n"
+        feedback = reflect(results.get(index - 1), index, best, grading_file=_grading_file(index - 1))
+        prompt = iteration_prompt(task, target, output_dir, knowledge, feedback, index, config.iterations)
         model = config.model_for(task.difficulty)
         report(f"{task.id}: iteration {index}/{config.iterations} ({config.agent}{' ' + model if model else ''})")
         run = agent_for(model).run(task, system, prompt, workspace, solution)
@@ -130,7 +141,7 @@ def optimize_kernel(state: RunState, record: KernelRecord, agent_for: Callable[[
             why = f"the agent's host failed ({run.infra_error}); resume the run to try again"
             break
         result, retries = grade_with_retries(task.id, solution, options, executor, config.gpu)
-        result_file = workspace / f"grade_iter{index}.json"
+        result_file = workspace / _grading_file(index)
         result_file.write_text(result.model_dump_json(indent=2), encoding="utf-8")
         code, copy = _keep(solution, workspace, index, run)
         results[index] = result
@@ -146,10 +157,9 @@ def optimize_kernel(state: RunState, record: KernelRecord, agent_for: Callable[[
             iteration=index, model=model, system_prompt_sha256=hashlib.sha256(system.encode()).hexdigest(), prompt=prompt,
             feedback=feedback, agent=run, solution_code=code, grade=summary, reward=result.rl_reward))
         if result.outcome.value != "infra_error":
-            knowledge.record(created_at=now(), run_id=state.run_id, task_id=task.id, kernel=task.kernel, language=task.language,
-                             target=target.arch, agent=config.agent, model=model, code=code or "", outcome=summary.outcome,
-                             correct=summary.correct, speedup=summary.speedup, score=summary.score,
-                             detail=summary.reason or (f"{summary.speedup:.2f}x" if summary.speedup else ""))
+            knowledge.record(Experiment.of(result, created_at=now(), run_id=state.run_id, task_id=task.id, kernel=task.kernel,
+                                           language=task.language, target=target.arch, agent=config.agent, model=model,
+                                           code=code or ""))
         trajectory.best_iteration = record.best_iteration
         trajectory.save(state.folder)
         save()
@@ -157,6 +167,11 @@ def optimize_kernel(state: RunState, record: KernelRecord, agent_for: Callable[[
     trajectory.stop_reason = why
     trajectory.save(state.folder)
     save()
+
+
+def _grading_file(iteration: int) -> str:
+    """The name of an iteration's grading in the kernel's workspace."""
+    return f"grade_iter{iteration}.json"
 
 
 def _best(record: KernelRecord, results: dict[int, GradeResult]) -> tuple[int, GradeResult] | None:

@@ -40,8 +40,8 @@ def test_run_pipeline_optimizes_cpu_mini_and_the_other_tools_read_the_run(tmp_pa
     assert board["entries"][0]["task_id"] == "cpu-mini__rms_norm" and board["standings"][0]["agent"] == "replay"
     exported = asyncio.run(_call("export_rl_dataset", {"output_dir": "export", "sft": True})).structured_content
     assert exported["rows"]["sft"] == 1 and Path(exported["files"]["steps"]).is_file()
-    learnt = asyncio.run(_call("past_experiments", {"kernel": "rms_norm", "language": "python"})).structured_content
-    assert learnt["families"][0]["kernel"] == "rms_norm" and learnt["insights"][0].startswith("worked: cpu-mini__rms_norm")
+    learnt = asyncio.run(_call("past_experiments", {"task_id": "cpu-mini__rms_norm"})).structured_content
+    assert learnt["tasks"][0]["task_id"] == "cpu-mini__rms_norm" and learnt["past_gradings"][0]["outcome"] == "ok"
 
 
 def test_a_bad_workload_and_a_missing_run_are_errors_the_model_can_act_on(tmp_path, monkeypatch):

@@ -354,7 +354,7 @@ PIPELINE_CALLS = [
     ("pipeline_status", {}, "run_id"),
     ("show_leaderboard", {}, "standings"),
     ("export_rl_dataset", {"output_dir": "export", "sft": True}, "rows"),
-    ("past_experiments", {"kernel": "rms_norm", "language": "python"}, "insights"),
+    ("past_experiments", {"task_id": "cpu-mini__rms_norm"}, "past_gradings"),
 ]
 """The pipeline server's tools: one whole cpu-mini run, then the tools that read it."""
 
