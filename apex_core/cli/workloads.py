@@ -32,7 +32,7 @@ def register(main_app: typer.Typer) -> None:
 def _workload_rows(specs: list[WorkloadSpec]) -> list[dict[str, object]]:
     return [{"id": s.id, "model": s.model, "stack": s.stack, "layers": s.layers, "batch": s.batch,
              "prompt_tokens": s.prompt_tokens, "decode_tokens": s.decode_tokens, "dtype": s.dtype, "device": s.device,
-             "description": s.description} for s in specs]
+             "graphs": s.graphs, "kv_cache": s.kv_cache, "description": s.description} for s in specs]
 
 
 def _list(as_json: bool) -> None:
@@ -76,7 +76,7 @@ def workloads_show(workload_id: Annotated[str, typer.Argument(help="Workload id,
 def benchmark_command(
     workload: Annotated[str | None, typer.Option("--workload", help="Workload id (see --list), e.g. cpu-mini.")] = None,
     list_ids: Annotated[bool, typer.Option("--list", help="List the workloads instead.")] = False,
-    layers: Annotated[int | None, typer.Option(help="Decoder layers to build (default: the model's reduced default).")] = None,
+    layers: Annotated[str | None, typer.Option(help="Decoder layers to build: a number, or 'full' for the model's real depth (default: the model's default depth).")] = None,
     kernels: Annotated[str | None, typer.Option(help="Kernel stacks to apply: liger, fla (comma-separated; GPU only).")] = None,
     runs: Annotated[int, typer.Option(help="Measured runs.")] = DEFAULT_RUNS,
     warmup: Annotated[int, typer.Option(help="Unmeasured warm-up request mixes first.")] = DEFAULT_WARMUP,
@@ -87,6 +87,8 @@ def benchmark_command(
     dtype: Annotated[str | None, typer.Option(help="auto, bfloat16, float16 or float32.")] = None,
     device: Annotated[str | None, typer.Option(help="auto, cpu, cuda or cuda:N.")] = None,
     docker_image: Annotated[str | None, typer.Option(help="vLLM/SGLang workloads: serve from this Docker image.")] = None,
+    graphs: Annotated[bool | None, typer.Option("--graphs/--eager", help="Decode replayed from a captured CUDA/HIP graph, or eagerly (default: graphs on a GPU, eager on the CPU).")] = None,
+    kv_cache: Annotated[str | None, typer.Option("--kv-cache", help="transformers stack: static (sized for the request mix; graphs need it; the default) or dynamic (eager only).")] = None,
     cache_hours: Annotated[float, typer.Option(help="Reuse a result of the same workload and environment this recent (0: measure).")] = 0.0,
     results_dir: Annotated[Path | None, typer.Option(help="Where results/<run-id>/ go (default: ./results).")] = None,
     max_cv: Annotated[float, typer.Option(help="Flag the result when the runs' coefficient of variation exceeds this.")] = DEFAULT_MAX_CV,
@@ -106,7 +108,8 @@ def benchmark_command(
         raise ApexUserError("give --workload ID (e.g. --workload cpu-mini), or --list to see the workloads")
     check_options(runs, warmup, cache_hours, max_cv, min_run_s)
     spec = customize(get_workload(workload), layers=layers, batch=batch, prompt_tokens=prompt_tokens,
-                     decode_tokens=decode_tokens, dtype=dtype, device=device, kernels=kernels, docker_image=docker_image)
+                     decode_tokens=decode_tokens, dtype=dtype, device=device, kernels=kernels, docker_image=docker_image,
+                     graphs=graphs, kv_cache=kv_cache)
     with progress_reporter("benchmark") as progress:
         result = benchmark(spec, runs=runs, warmup=warmup, cache_hours=cache_hours, results_dir=results_dir,
                            max_cv=max_cv, min_run_s=min_run_s, progress=progress)
@@ -129,7 +132,8 @@ def _render(result: BenchmarkResult) -> None:
     spec = result.workload
     title = (f"{spec.id}: {spec.stack}, {spec.layers} layers, {spec.dtype} on {spec.device}, "
              f"{spec.batch} x ({spec.prompt_tokens} prompt + {spec.decode_tokens} decode)"
-             + (f", kernels {','.join(spec.kernels)}" if spec.kernels else ""))
+             + (f", kernels {','.join(spec.kernels)}" if spec.kernels else "")
+             + (f", decode {result.decode_mode}" if result.decode_mode else ""))
     table = Table(title=title)
     for column in ("run", "mixes", "wall s", "tokens/s", "prefill tok/s", "decode tok/s", "decode p50 ms", "p90", "p99"):
         table.add_column(column, justify="right")
@@ -148,6 +152,8 @@ def _render(result: BenchmarkResult) -> None:
     if result.drift is not None:
         flag = "  DRIFT" if result.drift.flagged else ""
         lines.append(f"against {result.drift.previous_run_id}: {100 * result.drift.change:+.2f}%{flag}")
+    if result.graph_fallback:
+        lines.append(f"graphs fell back to eager decode: {result.graph_fallback}")
     if result.cached:
         lines.append(f"cached: measured {result.created_at}")
     lines += [f"note: {note}" for note in result.notes]

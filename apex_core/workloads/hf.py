@@ -2,7 +2,7 @@
 
 Each registry family maps to the transformers configuration class of its architecture; the real
 hidden sizes, heads, experts, vocabulary and rope settings come from the registry entry, only the
-depth is reduced (``WorkloadSpec.layers``). ``AutoModelForCausalLM.from_config`` then builds the
+depth may be reduced (``WorkloadSpec.layers``; "full" is the registry's own). ``AutoModelForCausalLM.from_config`` then builds the
 model with random weights from a fixed seed: nothing is downloaded.
 
 ``cpu-mini`` is a Llama of our own at the registry's cpu-mini width (hidden 1024, eps 1e-6): a few
@@ -18,7 +18,7 @@ from typing import Any
 
 from apex_core.errors import ApexUserError
 from apex_core.models import ModelConfig, get_model
-from apex_core.workloads.spec import WorkloadSpec
+from apex_core.workloads.spec import WorkloadSpec, resolved_layers
 
 TRANSFORMERS_PIN = "transformers>=5.17,<6"
 
@@ -158,7 +158,7 @@ def config_kwargs(model: ModelConfig, layers: int) -> dict[str, Any]:
 def hf_config(spec: WorkloadSpec) -> Any:
     """The transformers configuration of a (resolved) workload."""
     model = get_model(spec.model)
-    layers = spec.layers or 1
+    layers = resolved_layers(spec)
     cls = config_class(model)
     config = cls(**config_kwargs(model, layers))
     config.use_cache = True

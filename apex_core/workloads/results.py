@@ -7,15 +7,23 @@ Throughput definitions (the same for every stack):
 - ``tokens_per_s``: all tokens (prompt + decoded) / wall time of the request mix, the headline
   figure (median over runs) that the model-level reward compares before and after patching.
 Latency percentiles are in milliseconds, linear interpolation (NumPy's default).
+
+Each step also says how decode ran (``decode_mode``), which request seed drew its prompts, and the
+SHA-256 of the greedy tokens it produced (``token_digest``, ``token_count``; ``requests`` defines
+both): what a caller that cannot trust the process that ran the step checks.
 """
 
 from __future__ import annotations
 
 import statistics
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from apex_core.workloads.requests import combined_digest
 from apex_core.workloads.spec import WorkloadSpec
+
+DecodeMode = Literal["graph", "eager_static", "eager_dynamic"]
 
 
 class StepTiming(BaseModel):
@@ -35,6 +43,16 @@ class StepTiming(BaseModel):
     """Servers: each request's time to first token."""
     generated_tokens: int | None = None
     """Servers: tokens the decode steps really produced (None: batch × decode_tokens)."""
+    request_seed: int | None = None
+    """The seed that drew the prompts (embedded and servers); None for merged mixes of several seeds."""
+    token_digest: str | None = None
+    """SHA-256 (hex) of the greedy token ids, little-endian int64, row-major (batch, 1 + decode_tokens):
+    the prefill's token then one per decode step (``requests.token_digest``). None where the stack
+    does not return token ids (servers)."""
+    token_count: int | None = None
+    """How many token ids the digest covers: batch × (decode_tokens + 1) for one embedded mix."""
+    decode_mode: DecodeMode | None = None
+    """Embedded: graph (replayed CUDA/HIP graph), eager_static or eager_dynamic; None for servers."""
 
     @property
     def decode_time(self) -> float:
@@ -67,6 +85,8 @@ def merge_steps(steps: list[StepTiming]) -> StepTiming:
     if any(step.batch != first.batch for step in steps):
         raise ValueError("merge_steps: the steps have different batch sizes")
     known = lambda values: None if any(v is None for v in values) else sum(values)  # noqa: E731
+    seeds = {step.request_seed for step in steps}
+    modes = {step.decode_mode for step in steps}
     return StepTiming(
         prefill_s=sum(step.prefill_s for step in steps),
         decode_step_s=[latency for step in steps for latency in step.decode_step_s],
@@ -77,6 +97,10 @@ def merge_steps(steps: list[StepTiming]) -> StepTiming:
         wall_s=known([step.wall_s for step in steps]),
         ttft_s=[t for step in steps for t in step.ttft_s],
         generated_tokens=known([step.generated_tokens for step in steps]),
+        request_seed=seeds.pop() if len(seeds) == 1 else None,
+        token_digest=combined_digest([step.token_digest for step in steps]),
+        token_count=known([step.token_count for step in steps]),
+        decode_mode=modes.pop() if len(modes) == 1 else None,
     )
 
 
@@ -113,6 +137,10 @@ class RunResult(BaseModel):
     decode_step_ms: Percentiles
     decode_step_s: list[float] = Field(default_factory=list)
     """The raw decode-step latencies (seconds) behind the percentiles."""
+    token_digest: str | None = None
+    """The run's greedy tokens (``requests.combined_digest`` over its mixes); equal across runs of
+    one deterministic workload."""
+    token_count: int | None = None
 
     @classmethod
     def from_step(cls, index: int, step: StepTiming, request_mixes: int = 1) -> RunResult:
@@ -128,6 +156,8 @@ class RunResult(BaseModel):
             decode_tokens_per_s=_rate(step.decode_token_count, step.decode_time),
             decode_step_ms=percentiles_ms(step.decode_step_s),
             decode_step_s=list(step.decode_step_s),
+            token_digest=step.token_digest,
+            token_count=step.token_count,
         )
 
 
@@ -189,6 +219,11 @@ class BenchmarkResult(BaseModel):
     results_dir: str
     timing_method: str
     notes: list[str] = Field(default_factory=list)
+    decode_mode: DecodeMode | None = None
+    """How decode ran: graph, eager_static or eager_dynamic (None: a server, which decides itself)."""
+    graph_fallback: str | None = None
+    """Why decode ran eagerly although the workload asked for graphs (one line; also in ``notes``),
+    e.g. a patched kernel that cannot be captured; None when graphs ran or were not asked for."""
 
 
 def summarize(runs: list[RunResult]) -> dict[str, object]:

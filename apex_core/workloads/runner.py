@@ -49,14 +49,21 @@ WORKLOAD_PACKAGES = ("transformers", "liger-kernel", "flash-linear-attention", "
 
 
 class Workload(Protocol):
-    """What ``load`` returns for any stack."""
+    """What ``load`` returns for any stack.
+
+    ``step(seed)`` runs one request mix with prompts drawn from the request seed (None: the spec's
+    seed); ``decode_mode`` says how decode runs and ``graph_fallback`` why graphs, asked for, are
+    not used (both None for a server).
+    """
 
     spec: WorkloadSpec
     model: object
     notes: list[str]
     timing_method: str
+    decode_mode: str | None
+    graph_fallback: str | None
 
-    def step(self) -> StepTiming: ...
+    def step(self, seed: int | None = None) -> StepTiming: ...
 
     def close(self) -> None: ...
 
@@ -231,6 +238,7 @@ def benchmark(
             report((warmup + index) / total, f"run {index + 1}/{runs}" + (f" ({mixes} request mixes)" if mixes > 1 else ""))
             measured.append(measure_run(loaded, index, mixes))
         notes, timing_method = list(loaded.notes), loaded.timing_method
+        decode_mode, graph_fallback = getattr(loaded, "decode_mode", None), getattr(loaded, "graph_fallback", None)
     finally:
         loaded.close()
 
@@ -255,9 +263,13 @@ def benchmark(
         results_dir=str(folder),
         timing_method=timing_method,
         notes=notes,
+        decode_mode=decode_mode,
+        graph_fallback=graph_fallback,
         **summary,  # type: ignore[arg-type]
     )
     write_result(result, folder)
+    if graph_fallback:
+        report(1.0, f"graphs fell back to eager decode: {graph_fallback}")
     report(1.0, f"{result.tokens_per_s:,.0f} tokens/s, cv {_percent(cv)}; {folder / RESULT_FILE}")
     return result
 

@@ -42,6 +42,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from apex_core.errors import ApexUserError
+from apex_core.workloads.requests import prompt_lists
 from apex_core.workloads.results import Percentiles, RunResult, StepTiming
 from apex_core.workloads.spec import WorkloadSpec
 
@@ -62,12 +63,12 @@ def server_args(spec: WorkloadSpec, model_dir: str, port: int) -> list[str]:
         return ["serve", model_dir, "--host", "127.0.0.1", "--port", str(port), "--dtype", spec.dtype,
                 "--load-format", "dummy", "--skip-tokenizer-init", "--served-model-name", spec.id,
                 "--max-model-len", str(context), "--max-num-seqs", str(spec.batch), "--seed", str(spec.seed),
-                "--no-enable-prefix-caching"]
+                "--no-enable-prefix-caching"] + ([] if spec.graphs is not False else ["--enforce-eager"])
     if spec.stack == "sglang":
         return ["-m", "sglang.launch_server", "--model-path", model_dir, "--host", "127.0.0.1", "--port", str(port),
                 "--dtype", spec.dtype, "--load-format", "dummy", "--skip-tokenizer-init", "--served-model-name", spec.id,
                 "--context-length", str(context), "--max-running-requests", str(spec.batch),
-                "--random-seed", str(spec.seed), "--disable-radix-cache"]
+                "--random-seed", str(spec.seed), "--disable-radix-cache"] + ([] if spec.graphs is not False else ["--disable-cuda-graph"])
     raise ValueError(f"{spec.stack} is not a server stack")
 
 
@@ -308,11 +309,12 @@ class ServerWorkload:
 
     model = None
     """No torch module in this process: the model lives in the server."""
+    decode_mode = None
+    """The server decides how it decodes (its own graphs unless the spec's graphs is False)."""
+    graph_fallback = None
 
     def __init__(self, spec: WorkloadSpec, base_url: str, process: subprocess.Popen | None = None,
                  cleanup: list[list[str]] | None = None, scratch: Path | None = None, log: Path | None = None) -> None:
-        import random
-
         self.spec = spec
         self.base_url = base_url.rstrip("/")
         self.process = process
@@ -321,9 +323,8 @@ class ServerWorkload:
         self._cleanup = cleanup or []
         self._scratch = scratch
         self.log = log
-        rng = random.Random(spec.seed + 1)
-        vocab = _vocab(spec)
-        self.prompts = [[rng.randrange(vocab) for _ in range(spec.prompt_tokens)] for _ in range(spec.batch)]
+        self.vocab_size = _vocab(spec)
+        self.prompts = prompt_lists(self.vocab_size, spec.batch, spec.prompt_tokens, spec.seed)
 
     def _one(self, prompt: list[int], results: list[RequestTrace | BaseException], slot: int) -> None:
         body = json.dumps(completion_request(self.spec, prompt)).encode()
@@ -337,9 +338,12 @@ class ServerWorkload:
         except BaseException as error:  # reported by step() for every request
             results[slot] = error
 
-    def step(self) -> StepTiming:
-        results: list[RequestTrace | BaseException] = [RuntimeError("no answer")] * len(self.prompts)
-        threads = [threading.Thread(target=self._one, args=(p, results, i), daemon=True) for i, p in enumerate(self.prompts)]
+    def step(self, seed: int | None = None) -> StepTiming:
+        """``batch`` concurrent requests; ``seed`` draws their prompts (None: the spec's seed)."""
+        request_seed = self.spec.seed if seed is None else int(seed)
+        prompts = self.prompts if seed is None else prompt_lists(self.vocab_size, self.spec.batch, self.spec.prompt_tokens, request_seed)
+        results: list[RequestTrace | BaseException] = [RuntimeError("no answer")] * len(prompts)
+        threads = [threading.Thread(target=self._one, args=(p, results, i), daemon=True) for i, p in enumerate(prompts)]
         start = time.perf_counter()
         for thread in threads:
             thread.start()
@@ -349,7 +353,8 @@ class ServerWorkload:
         failed = [r for r in results if isinstance(r, BaseException)]
         if failed:
             raise RuntimeError(f"{len(failed)} of {len(results)} requests to {self.base_url} failed: {failed[0]}")
-        return step_from_traces(self.spec, [r for r in results if isinstance(r, RequestTrace)], wall)
+        timing = step_from_traces(self.spec, [r for r in results if isinstance(r, RequestTrace)], wall)
+        return timing.model_copy(update={"request_seed": request_seed})
 
     def close(self) -> None:
         for command in self._cleanup:

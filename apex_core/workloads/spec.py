@@ -2,8 +2,9 @@
 
 A ``WorkloadSpec`` names everything that changes what is measured, so two runs of equal specs (on
 equal environments) are comparable, and its hash keys the result cache and the drift history.
-``layers``, ``dtype`` and ``device`` may be left open (``None`` / ``"auto"``); ``resolved()``
-fixes them for this machine before anything runs, and results record the resolved spec.
+``layers``, ``dtype``, ``device`` and ``graphs`` may be left open (``None`` / ``"auto"``);
+``resolved()`` fixes them for this machine before anything runs, and results record the resolved
+spec (``layers="full"`` becomes the registry's real depth).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import hashlib
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from apex_core.errors import ApexUserError, UnknownNameError, nearest
 from apex_core.models import get_model
@@ -21,11 +22,19 @@ Stack = Literal["transformers", "vllm", "sglang"]
 KERNEL_STACKS = ("liger", "fla")
 """Kernel stacks from PyPI that put Triton code into site-packages (``--kernels liger,fla``)."""
 DTYPES = ("auto", "bfloat16", "float16", "float32")
+KvCache = Literal["static", "dynamic"]
+Layers = int | Literal["full"]
+FULL = "full"
 
-DEFAULT_LAYERS = {"cpu-mini": 2, "llama-3-1-8b-instruct": 2, "qwen3-5-27b": 4, "gpt-oss-20b": 2, "deepseek-r1": 2}
-"""Reduced depth per model: the fewest layers that hold every kind of layer the model has
-(Qwen3.5: three gated-delta-net layers and one full-attention layer; GPT-OSS: one sliding-window
-and one full layer; DeepSeek-R1: one dense and one MoE layer)."""
+DEFAULT_LAYERS: dict[str, Layers] = {
+    "cpu-mini": 2, "llama-3-1-8b-instruct": 2, "qwen3-5-27b": 4, "gpt-oss-20b": 2, "deepseek-r1": 2,
+}
+"""The default depth per model, the one place to change it (a number, or "full" for the registry's
+real depth). Today: the fewest layers that hold every kind of layer the model has (Qwen3.5: three
+gated-delta-net layers and one full-attention layer; GPT-OSS: one sliding-window and one full layer;
+DeepSeek-R1: one dense and one MoE layer). A kernel's share of device time depends on depth (the
+embedding and LM head weigh more in a shallow model); benchmarks/workload_depth.py measures the
+shares and the noise at several depths on a GPU, to choose these numbers from."""
 
 
 class WorkloadSpec(BaseModel):
@@ -37,12 +46,20 @@ class WorkloadSpec(BaseModel):
     model: str
     """A model registry slug (``apex_core.models``)."""
     stack: Stack = "transformers"
-    layers: int | None = Field(default=None, ge=1)
-    """Decoder layers to build; None: the model's reduced default (``DEFAULT_LAYERS``)."""
-    batch: int = Field(default=4, ge=1)
+    layers: Layers | None = None
+    """Decoder layers to build: a number, "full" (the registry's real depth), or None (the model's
+    default, ``DEFAULT_LAYERS``)."""
+    batch: int = Field(default=8, ge=1)
     prompt_tokens: int = Field(default=512, ge=1)
-    decode_tokens: int = Field(default=32, ge=1)
+    decode_tokens: int = Field(default=128, ge=1)
     """Decode steps after the prefill, one token per sequence each (greedy, KV cache)."""
+    graphs: bool | None = None
+    """Decode replayed from one captured CUDA/HIP graph (True) or run eagerly (False); None: graphs
+    on a GPU, eager on the CPU, where graphs do not exist. Servers: vLLM's and SGLang's own graphs
+    (False passes --enforce-eager / --disable-cuda-graph)."""
+    kv_cache: KvCache = "static"
+    """transformers stack: a static KV cache sized for the request mix (what graphs need), or
+    transformers' dynamic cache, which grows each step (eager only)."""
     dtype: str = "auto"
     """auto: bfloat16 on a GPU, float32 on the CPU."""
     device: str = "auto"
@@ -67,6 +84,20 @@ class WorkloadSpec(BaseModel):
             return value
         raise ValueError(f"device {value!r}: use auto, cpu, cuda or cuda:N")
 
+    @field_validator("layers")
+    @classmethod
+    def _layers(cls, value: Layers | None) -> Layers | None:
+        if isinstance(value, int) and value < 1:
+            raise ValueError(f"layers {value}: give a whole number of 1 or more, or 'full'")
+        return value
+
+    @model_validator(mode="after")
+    def _graphs_need_a_static_cache(self) -> WorkloadSpec:
+        if self.graphs and self.kv_cache == "dynamic" and self.stack == "transformers":
+            raise ValueError("graphs replay fixed tensors and need kv_cache 'static'; use the static cache, or eager decode "
+                             "(graphs false) with the dynamic one")
+        return self
+
     @field_validator("kernels")
     @classmethod
     def _kernels(cls, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -76,15 +107,17 @@ class WorkloadSpec(BaseModel):
         return tuple(sorted(set(value)))
 
     def resolved(self) -> WorkloadSpec:
-        """This spec with layers, dtype and device fixed for this machine."""
+        """This spec with layers, dtype, device and graphs fixed for this machine."""
         device = self.device
         if device == "auto":
             device = "cuda" if _gpu_available() else "cpu"
         dtype = self.dtype
         if dtype == "auto":
             dtype = "float32" if device == "cpu" else "bfloat16"
-        layers = self.layers if self.layers is not None else DEFAULT_LAYERS.get(self.model, 2)
-        return self.model_copy(update={"device": device, "dtype": dtype, "layers": layers})
+        graphs = self.graphs
+        if graphs is None:
+            graphs = device.startswith("cuda") and (self.kv_cache == "static" or self.stack != "transformers")
+        return self.model_copy(update={"device": device, "dtype": dtype, "layers": resolved_layers(self), "graphs": graphs})
 
     def key(self) -> str:
         """The identity of what is measured (description left out): cache and drift key."""
@@ -94,6 +127,17 @@ class WorkloadSpec(BaseModel):
     @property
     def on_gpu(self) -> bool:
         return self.device.startswith("cuda")
+
+
+def full_depth(model: str) -> int:
+    """The model's real number of decoder layers, as the registry states it."""
+    return get_model(model).num_hidden_layers
+
+
+def resolved_layers(spec: WorkloadSpec) -> int:
+    """The number of layers a spec builds: its own, or the model's default; "full" is the real depth."""
+    layers = spec.layers if spec.layers is not None else DEFAULT_LAYERS.get(spec.model, 2)
+    return full_depth(spec.model) if layers == FULL else int(layers)
 
 
 def _gpu_available() -> bool:
@@ -160,7 +204,7 @@ class UnknownWorkloadError(UnknownNameError):
 def customize(
     spec: WorkloadSpec,
     *,
-    layers: int | None = None,
+    layers: Layers | str | None = None,
     batch: int | None = None,
     prompt_tokens: int | None = None,
     decode_tokens: int | None = None,
@@ -169,10 +213,14 @@ def customize(
     kernels: str | tuple[str, ...] | None = None,
     seed: int | None = None,
     docker_image: str | None = None,
+    graphs: bool | None = None,
+    kv_cache: str | None = None,
 ) -> WorkloadSpec:
     """``spec`` with the given fields replaced (the CLI's options), checked as a user's input."""
     updates: dict[str, object] = {}
-    for name, value in (("layers", layers), ("batch", batch), ("prompt_tokens", prompt_tokens),
+    if layers is not None:
+        updates["layers"] = parse_layers(layers)
+    for name, value in (("batch", batch), ("prompt_tokens", prompt_tokens),
                         ("decode_tokens", decode_tokens), ("seed", seed)):
         if value is None:
             continue
@@ -192,6 +240,20 @@ def customize(
         if unknown:
             raise UnknownNameError("kernel stack", unknown[0], KERNEL_STACKS)
         updates["kernels"] = names
+    if graphs is not None:
+        updates["graphs"] = graphs
+    if graphs and (kv_cache or spec.kv_cache) == "dynamic" and spec.stack == "transformers":
+        raise ApexUserError("--graphs needs the static KV cache (a graph replays fixed tensors, and the dynamic cache grows): "
+                            "leave out --kv-cache dynamic, or decode eagerly with --eager")
+    if kv_cache is not None:
+        if kv_cache not in ("static", "dynamic"):
+            raise ApexUserError(f"--kv-cache {kv_cache!r}: use static (sized for the request mix; graphs need it) or dynamic")
+        if spec.stack != "transformers":
+            raise ApexUserError(f"--kv-cache applies to the transformers stack; {spec.id} is served by {spec.stack}, "
+                                "which pages its own KV cache")
+        updates["kv_cache"] = kv_cache
+        if kv_cache == "dynamic" and graphs is None:
+            updates["graphs"] = False  # graphs need the static cache; asking for the dynamic one means eager
     if docker_image is not None:
         if spec.stack == "transformers":
             raise ApexUserError(f"--docker-image applies to vLLM and SGLang workloads; {spec.id} runs in this process "
@@ -205,12 +267,27 @@ def customize(
         raise ApexUserError(_first_error(error)) from None
 
 
+def parse_layers(value: Layers | str) -> Layers:
+    """A user's --layers: a whole number of 1 or more, or "full"; one line saying so otherwise."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == FULL:
+            return FULL
+        if not text.lstrip("-").isdigit():
+            raise ApexUserError(f"--layers {value}: give a whole number of 1 or more, or 'full' for the model's real depth")
+        value = int(text)
+    if value < 1:
+        raise ApexUserError(f"--layers {value}: give a whole number of 1 or more, or 'full' for the model's real depth")
+    return value
+
+
 def _first_error(error: ValueError) -> str:
     errors = getattr(error, "errors", None)
     if callable(errors):
         first = errors()[0]
         message = str(first.get("msg", "")).removeprefix("Value error, ")
-        return f"{'.'.join(str(p) for p in first.get('loc', ()))}: {message}"
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return f"{where}: {message}" if where else message
     return str(error)
 
 
