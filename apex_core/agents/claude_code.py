@@ -1,7 +1,12 @@
 """Claude Code, run headless (``claude -p``) in the workspace, as the optimizing agent.
 
-The agent may read the workspace, write its solution file and call Apex's grading and source
-tools over MCP (an absolute-path MCP config of those servers is written beside the transcript).
+The agent may read, write its solution file, run ``apex`` commands and call Apex's grading and
+source tools over MCP (an absolute-path MCP config of those servers, written into the session's
+private home). Its session runs confined (``apex_core.agents.confine``): whatever Claude Code
+lets through, it writes only its solution's folder and never sees the reference solutions or a
+home folder. Claude Code's own rules are the first fence: no ``Bash`` beyond ``apex`` (the
+grader's tools run solutions confined; ``Bash(python:*)`` gave the agent arbitrary code of its
+own), and deny rules on the reference solutions by absolute path.
 Its session is read from ``--output-format stream-json``: every tool call with its arguments and
 whether it succeeded, the turns, the final message and the cost, kept for the trajectory; whether
 it succeeded is decided only by grading the file it wrote. Retries and login refusals:
@@ -16,18 +21,25 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from apex_core.agents import headless
+from apex_core.agents import confine, headless
 from apex_core.agents.base import AgentRun, AgentToolCall
 from apex_core.errors import AgentUnavailableError
+from apex_core.tasks.reference_solutions import REFERENCE_SOLUTIONS_DIR
 from apex_core.tasks.schema import Task
 
-ALLOWED_TOOLS = "Read Write Edit Glob Grep Bash(apex:*) Bash(python:*) Bash(python3:*) mcp__apex-grader mcp__apex-source"
+ALLOWED_TOOLS = "Read Write Edit Glob Grep Bash(apex:*) mcp__apex-grader mcp__apex-source"
 
 
-DISALLOWED_TOOLS = "Read(./reference_solutions/**) Edit(./reference_solutions/**)"
-"""Claude Code's deny rules (gitignore-style paths; Read rules also cover Grep and Glob). A
-best-effort fence for agents run by ``apex eval``: the OS-level fence is the grader's sandbox user,
-which cannot enter the directory at all."""
+def _absolute_rule(tool: str, folder: Path) -> str:
+    """A rule on everything below ``folder``: ``//`` starts an absolute path in Claude Code's
+    rules (``/`` alone is relative to the settings file, ``./`` to the working folder)."""
+    return f"{tool}(/{folder.resolve().as_posix()}/**)"
+
+
+DISALLOWED_TOOLS = " ".join(_absolute_rule(tool, REFERENCE_SOLUTIONS_DIR) for tool in ("Read", "Edit"))
+"""Claude Code's deny rules (gitignore-style paths; Read rules also cover Grep and Glob): the
+reference solutions wherever the agent's working folder is. The fence that holds is the session's
+view (``confine``), where the folder does not exist."""
 
 
 class ClaudeCodeAgent:
@@ -41,7 +53,10 @@ class ClaudeCodeAgent:
         self.executable = executable
         self.mcp_config = mcp_config
 
-    def command(self, system: str, prompt: str) -> list[str]:
+    def command(self, system: str, prompt: str, mcp_config: Path | None = None) -> list[str]:
+        """The host's command line; ``mcp_config``: the MCP config to pass (default: the one given
+        to the constructor, if any)."""
+        mcp_config = mcp_config or self.mcp_config
         argv = [
             self.executable, "-p", prompt,
             "--append-system-prompt", system,
@@ -52,34 +67,42 @@ class ClaudeCodeAgent:
             "--disallowedTools", DISALLOWED_TOOLS,
             "--max-turns", str(self.max_turns),
         ]
-        if self.mcp_config is not None:
-            argv += ["--mcp-config", str(self.mcp_config), "--strict-mcp-config"]
+        if mcp_config is not None:
+            argv += ["--mcp-config", str(mcp_config), "--strict-mcp-config"]
         if self.model:
             argv += ["--model", self.model]
         return argv
 
     def preflight(self, task: Task, solution_path: Path) -> None:
-        """Refuse before anything is written when the CLI is missing."""
+        """Refuse before anything is written when the CLI is missing or its session cannot be confined."""
         if shutil.which(self.executable) is None:
             raise AgentUnavailableError(
                 "the 'claude' CLI is not on PATH; install it (npm install -g @anthropic-ai/claude-code), "
                 "log in, or use --dry-run"
             )
+        confine.require()
 
     def run(self, task: Task, system: str, prompt: str, workspace: Path, solution_path: Path) -> AgentRun:
         self.preflight(task, solution_path)
         solution_path.parent.mkdir(parents=True, exist_ok=True)
-        if self.mcp_config is None:
-            from apex_core.hosting.hosts import render_agent_config
-
-            self.mcp_config = solution_path.parent / "agent_mcp.json"
-            self.mcp_config.write_text(render_agent_config(sys.executable), encoding="utf-8")
-        argv = self.command(system, prompt)
         return headless.run_agent(
-            self.name, lambda: headless.run_session(argv, workspace, self.timeout_s), read_session,
+            self.name, lambda: self._session(system, prompt, workspace, solution_path), read_session,
             solution_path, solution_path.parent / "agent_transcript.jsonl",
             "Claude Code is not logged in (or its API key was refused): run 'claude' once to log in, or set "
             "ANTHROPIC_API_KEY; or use --agent replay")
+
+
+    def _session(self, system: str, prompt: str, workspace: Path, solution_path: Path) -> headless.Session:
+        """One confined session; its MCP config lives in the session's home, out of the agent's
+        reach between sessions (a config in the workspace could be rewritten for the next one)."""
+        from apex_core.hosting.hosts import render_agent_config
+
+        with confine.Session(self.name, [solution_path.parent]) as session:
+            config = session.home / "agent_mcp.json"
+            given = self.mcp_config.read_text(encoding="utf-8") if self.mcp_config is not None else None
+            config.write_text(given or render_agent_config(sys.executable), encoding="utf-8")
+            argv = self.command(system, prompt, config)
+            return headless.run_session(session.command(argv, workspace), workspace, self.timeout_s, session.env)
 
 
 def read_session(session: headless.Session) -> headless.Reading:

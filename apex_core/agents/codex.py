@@ -2,8 +2,10 @@
 
 Codex gets the system prompt ahead of the task prompt (``exec`` has no separate one), Apex's
 grading and source servers through ``-c mcp_servers.*`` overrides with their tools' timeouts
-(Codex cuts MCP calls at 60 s otherwise), a sandbox that lets it write only its workspace, and
-no approval prompts. It has no turn limit of its own: the prompt states the limit, the wall-clock
+(Codex cuts MCP calls at 60 s otherwise), its own sandbox letting its commands write only the
+workspace, and no approval prompts. Codex's sandbox lets commands read every file; the session
+runs confined (``apex_core.agents.confine``), which holds for reads too and for whatever Codex
+runs outside its sandbox (its MCP servers). It has no turn limit of its own: the prompt states the limit, the wall-clock
 limit enforces time, and the turns recorded are the model's actions (commands, file changes, MCP
 calls, messages) read from its JSON events. The solution file is never deleted between attempts.
 
@@ -22,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from apex_core.agents import headless
+from apex_core.agents import confine, headless
 from apex_core.agents.base import AgentRun, AgentToolCall
 from apex_core.errors import AgentUnavailableError
 from apex_core.tasks.schema import Task
@@ -70,15 +72,21 @@ class CodexAgent:
         if shutil.which(self.executable) is None:
             raise AgentUnavailableError("the 'codex' CLI is not on PATH; install it (npm install -g @openai/codex), log in "
                                         "(codex login), or use --agent replay")
+        confine.require()
 
     def run(self, task: Task, system: str, prompt: str, workspace: Path, solution_path: Path) -> AgentRun:
         self.preflight(task, solution_path)
         solution_path.parent.mkdir(parents=True, exist_ok=True)
         argv = self.command(system, prompt, workspace)
         return headless.run_agent(
-            self.name, lambda: headless.run_session(argv, workspace, self.timeout_s), read_session, solution_path,
+            self.name, lambda: self._session(argv, workspace, solution_path), read_session, solution_path,
             solution_path.parent / "agent_transcript.jsonl",
             "Codex is not logged in (or its API key was refused): run 'codex login', or set OPENAI_API_KEY; or use --agent replay")
+
+
+    def _session(self, argv: list[str], workspace: Path, solution_path: Path) -> headless.Session:
+        with confine.Session(self.name, [solution_path.parent]) as session:
+            return headless.run_session(session.command(argv, workspace), workspace, self.timeout_s, session.env)
 
 
 def read_session(session: headless.Session) -> headless.Reading:

@@ -1,9 +1,11 @@
 """Cursor's CLI agent, run headless (``agent -p --output-format stream-json``), as the optimizing agent.
 
-Cursor reads MCP servers from the project's ``.cursor/mcp.json``, so the workspace gets one with
-Apex's grading and source servers (absolute paths); ``--approve-mcps`` lets print mode use them
-and ``--force`` lets it write the solution without an approval prompt. Cursor has no turn limit:
-the prompt states it and the wall-clock limit enforces time; the turns recorded are its completed
+Cursor reads MCP servers from ``~/.cursor/mcp.json`` and the project's ``.cursor/mcp.json``:
+the session's private home gets one with Apex's grading and source servers (absolute paths), or,
+unconfined, the workspace does; ``--approve-mcps`` lets print mode use them and ``--force`` lets it
+run commands and write the solution without an approval prompt. ``--force`` lets every command
+through: the session runs confined (``apex_core.agents.confine``). Cursor has no turn limit: the
+prompt states it and the wall-clock limit enforces time; the turns recorded are its completed
 tool calls and messages.
 
 UNVERIFIED AGAINST A REAL CURSOR: the CLI is not on npm and cannot be installed here. The command
@@ -23,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from apex_core.agents import headless
+from apex_core.agents import confine, headless
 from apex_core.agents.base import AgentRun, AgentToolCall
 from apex_core.errors import AgentUnavailableError
 from apex_core.tasks.schema import Task
@@ -49,20 +51,26 @@ class CursorAgent:
         if shutil.which(self.executable) is None:
             raise AgentUnavailableError("Cursor's CLI agent ('agent' or 'cursor-agent') is not on PATH; install it "
                                         "(curl https://cursor.com/install -fsS | bash), set CURSOR_API_KEY, or use --agent replay")
+        confine.require()
 
     def run(self, task: Task, system: str, prompt: str, workspace: Path, solution_path: Path) -> AgentRun:
-        from apex_core.hosting.hosts import render_agent_config
-
         self.preflight(task, solution_path)
         solution_path.parent.mkdir(parents=True, exist_ok=True)
-        config = workspace / ".cursor" / "mcp.json"
-        config.parent.mkdir(parents=True, exist_ok=True)
-        config.write_text(render_agent_config(sys.executable), encoding="utf-8")
         argv = self.command(system, prompt, workspace)
         return headless.run_agent(
-            self.name, lambda: headless.run_session(argv, workspace, self.timeout_s), read_session, solution_path,
+            self.name, lambda: self._session(argv, workspace, solution_path), read_session, solution_path,
             solution_path.parent / "agent_transcript.jsonl",
             "Cursor's agent is not logged in: run 'agent login' or set CURSOR_API_KEY; or use --agent replay")
+
+
+    def _session(self, argv: list[str], workspace: Path, solution_path: Path) -> headless.Session:
+        from apex_core.hosting.hosts import render_agent_config
+
+        with confine.Session(self.name, [solution_path.parent]) as session:
+            config = (session.home if session.confined else workspace) / ".cursor" / "mcp.json"
+            config.parent.mkdir(parents=True, exist_ok=True)
+            config.write_text(render_agent_config(sys.executable), encoding="utf-8")
+            return headless.run_session(session.command(argv, workspace), workspace, self.timeout_s, session.env)
 
 
 def read_session(session: headless.Session) -> headless.Reading:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import stat
 import subprocess
 import time
 from collections.abc import Callable
@@ -81,8 +83,7 @@ def run_agent(backend: str, start: Callable[[], Session], read: Callable[[Sessio
     while True:
         attempts += 1
         session = start()
-        with transcript.open("a", encoding="utf-8") as log:
-            log.write(session.stdout if session.stdout.endswith("\n") or not session.stdout else session.stdout + "\n")
+        append_transcript(transcript, session.stdout if session.stdout.endswith("\n") or not session.stdout else session.stdout + "\n")
         reading = read(session)
         if reading.login_refused:
             raise AgentUnavailableError(login_hint)
@@ -94,6 +95,30 @@ def run_agent(backend: str, start: Callable[[], Session], read: Callable[[Sessio
                     elapsed_s=round(time.monotonic() - started, 3), exit_code=session.exit_code,
                     transcript_path=str(transcript), summary=reading.summary or session.stderr.strip()[-500:],
                     turns=reading.turns, tool_calls=reading.tool_calls, attempts=attempts, infra_error=reading.host_failure)
+
+
+def append_transcript(path: Path, text: str) -> None:
+    """Append ``text`` to the transcript in the agent's writable folder, never through what the
+    agent may have left at its name: a link (we would append its words to a file of the user's) or
+    a FIFO (we would wait for ever) is removed first."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    for attempt in range(2):
+        try:
+            handle = os.open(path, flags, 0o644)
+        except OSError:
+            handle = None
+        if handle is not None:
+            if stat.S_ISREG(os.fstat(handle).st_mode):
+                with os.fdopen(handle, "w", encoding="utf-8") as log:
+                    log.write(text)
+                return
+            os.close(handle)
+        if attempt == 0:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+    raise OSError(f"cannot write the agent's transcript at {path}")
 
 
 def one_prompt(system: str, prompt: str, limit: str) -> str:

@@ -7,6 +7,7 @@ and one line that says what is wrong and what would be right; never a traceback.
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import os
 import sys
@@ -416,10 +417,17 @@ def evaluate(
 
 
 def _recover_patches() -> None:
-    """Undo what a killed patcher left open in this environment, before anything else runs."""
+    """Undo what a killed patcher left open in this environment, before anything else runs; not
+    where this process may not write the environment (an agent's confined session, where it is
+    read-only, or another user's), which only its owner can mend."""
     from apex_core.patcher import recover
 
-    rolled = recover()
+    try:
+        rolled = recover()
+    except OSError as error:
+        if error.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+        return
     if rolled:
         sys.stderr.write(f"apex: rolled back {len(rolled)} patch(es) an interrupted run left open ({', '.join(rolled)})\n")
 

@@ -33,6 +33,10 @@ How (``spawn``, called by the reaper, which never runs solution code):
    keeps its rights but runs no code but a wait loop, ignores every signal from inside (the kernel
    shields a namespace's init), and cannot be traced (not dumpable; root, where the worker is not).
 
+An agent's session (``View.session``, ``apex_core.agents.confine``) is built the same way, with
+three differences: it keeps the host's network, always gets a user namespace of its own, and sees
+a whole /proc (so that the grader it starts can confine solutions in turn).
+
 Mounts made while building the view are locked against a candidate that creates a user namespace
 of its own (the kernel does not let a less privileged namespace unmount or re-mount them
 writable), which is why the view is built before exec and never changed afterwards.
@@ -121,6 +125,13 @@ class View:
     tmp_bytes: int = 1024**3
     """Size cap of the private /tmp and of /dev/shm each (their pages are not anyone's resident
     memory, so the reaper's memory watch would not see them)."""
+    session: bool = False
+    """An agent's session rather than a solution's worker (``apex_core.agents.confine``): it keeps
+    the host's network (its CLI must reach its model's API), runs in a user namespace of its own
+    even when the caller is root (so nothing inside holds a capability on the host), and sees a
+    whole /proc, without the read-only binds over parts of it, because the grader it starts must
+    mount a /proc for its own sandboxes and the kernel refuses that where the visible one is
+    partly covered."""
 
 
 def candidate_identity() -> tuple[int, int] | None:
@@ -359,7 +370,7 @@ def _build(view: View, cwd: str) -> None:
         os.makedirs(proc, exist_ok=True)
         mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
               what="mounting a /proc of its own (refused where parts of /proc are hidden, as in many containers)")
-        for name in READ_ONLY_PROC:
+        for name in () if view.session else READ_ONLY_PROC:
             path = f"{proc}/{name}"
             if os.path.exists(path):
                 mount(path, path, None, MS_BIND | MS_REC)
@@ -551,15 +562,16 @@ def _enter(
 ) -> None:
     """The first child: new namespaces, then their init (pid 1), which builds the view and starts
     the worker; this child exits."""
-    identity = candidate_identity()
+    identity = None if view.session else candidate_identity()
+    namespaces = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | (0 if view.session else CLONE_NEWNET)
     if identity is None:
         uid, gid = os.geteuid(), os.getegid()
-        unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
+        unshare(CLONE_NEWUSER | namespaces)
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", f"{INNER_ID} {uid} 1")
         _write("/proc/self/gid_map", f"{INNER_ID} {gid} 1")
     else:
-        unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
+        unshare(namespaces)
     init = os.fork()
     if init != 0:
         _report(status_w, f"pid {init}")
@@ -572,7 +584,8 @@ def _enter(
             signal.signal(number, signal.SIG_DFL)
         prctl(PR_SET_DUMPABLE, 0)
         _build(view, cwd)
-        _loopback_up()
+        if not view.session:
+            _loopback_up()
         worker = os.fork()
         if worker == 0:
             try:

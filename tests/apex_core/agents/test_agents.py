@@ -24,7 +24,9 @@ FAKE_CLAUDE = textwrap.dedent(
     path.write_text("import numpy as np\\n\\ndef rms_norm(x, weight, eps):\\n"
                     "    ms = (x.astype(np.float64) ** 2).mean(-1, keepdims=True)\\n"
                     "    return (x / np.sqrt(ms + eps) * weight).astype(np.float32)\\n")
-    pathlib.Path("argv.json").write_text(json.dumps(sys.argv[1:]))
+    # Beside the solution: the one folder a confined session may write besides its own home.
+    config = sys.argv[sys.argv.index("--mcp-config") + 1]
+    (path.parent / "argv.json").write_text(json.dumps({{"argv": sys.argv[1:], "mcp": json.loads(open(config).read())}}))
     print(json.dumps({{"type": "assistant", "message": {{"content": [
         {{"type": "tool_use", "id": "t1", "name": "Write", "input": {{"file_path": str(path)}}}}]}}}}))
     print(json.dumps({{"type": "user", "message": {{"content": [
@@ -81,12 +83,13 @@ def test_claude_runs_headless_in_the_workspace_and_its_account_is_recorded(tmp_p
     assert run.wrote_solution and run.exit_code == 0
     assert "4 turns" in run.summary and "$0.0123" in run.summary and run.turns == 4 and run.attempts == 1
     assert [(c.name, c.ok, c.result) for c in run.tool_calls] == [("Write", True, "File created")]
-    argv = json.loads((tmp_path / "argv.json").read_text())
+    seen = json.loads((solution.parent / "argv.json").read_text())
+    argv = seen["argv"]
     assert argv[argv.index("--append-system-prompt") + 1] == "system text"
     assert argv[argv.index("--max-turns") + 1] == "7" and argv[argv.index("--model") + 1] == "claude-test"
     assert argv[argv.index("--output-format") + 1] == "stream-json" and "--verbose" in argv
-    config = json.loads(Path(argv[argv.index("--mcp-config") + 1]).read_text())
-    assert sorted(config["mcpServers"]) == ["apex-grader", "apex-source"]  # never the patcher or the pipeline
+    assert sorted(seen["mcp"]["mcpServers"]) == ["apex-grader", "apex-source"]  # never the patcher or the pipeline
+    assert not Path(argv[argv.index("--mcp-config") + 1]).exists()  # it lived in the session's home, removed after
     assert Path(run.transcript_path).read_text().splitlines()[-1].startswith('{"type": "result"')
 
 
