@@ -3,10 +3,11 @@
 A solution goes into the installed stack on a grading only when that grading is one this
 installation's judge signed (``apex_core.grader.ledger``) of exactly the file's present bytes, made
 confined (an unconfined solution ran with the user's rights, could read the signing key and could
-have written any verdict), and passing: ok, correct, no flag. ``apex integrate`` adds its speedup
-rule on top (``integrate.judge``); the MCP tool ``apply_patch`` takes the file's newest such
-grading (``require_graded``); the final benchmark takes a patched file's kernel score from
-``verified_grading``.
+have written any verdict), against the task as it is defined now, with every test and hidden shape
+checked (not the ``benchmark`` tool's quick gate), and passing: ok, correct, no flag. ``apex
+integrate`` adds its speedup rule on top (``integrate.judge``); the MCP tool ``apply_patch`` takes
+the file's newest such grading (``require_graded``); the final benchmark takes a patched file's
+kernel score from ``verified_grading``.
 
 Result files are plain JSON and prove nothing by themselves: a file under ``--results`` only
 names a grading, which the ledger must hold. Files in an agent's workspace are never taken at all
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from apex_core.errors import ApexUserError
 from apex_core.grader.ledger import GradingLedger
+from apex_core.grader.options import GradeOptions
 from apex_core.grader.result import GradeResult, Outcome
 from apex_core.grader.solution_file import file_hash
 from apex_core.tasks import all_tasks, get_task
@@ -42,15 +44,20 @@ def in_agent_workspace(path: Path) -> bool:
 
 
 def grading_problems(result: GradeResult, ledger: GradingLedger) -> list[str]:
-    """Why ``result`` cannot carry a patch of the file it names (empty when it can), one phrase each."""
+    """Why ``result`` cannot carry a patch of the file it names (empty when it can), one line each."""
     problems = []
     unsigned = ledger.verify(result)
     if unsigned:
         problems.append(unsigned)
     if result.provenance.unconfined:
         problems.append("graded unconfined (--unconfined): the solution ran with your rights and could have written its verdict")
+    task_problem = _task_problem(result)
+    if task_problem:
+        problems.append(task_problem)
     if result.outcome is not Outcome.ok or not result.correct:
         problems.append(f"outcome {result.outcome.value}" + ("" if result.correct else ", not correct"))
+    elif not task_problem and (partial := _partial_check(result)):
+        problems.append(partial)
     if result.flags:
         problems.append(f"flagged {', '.join(result.flags)}")
     solution = Path(result.solution_path)
@@ -62,19 +69,53 @@ def grading_problems(result: GradeResult, ledger: GradingLedger) -> list[str]:
 
 
 def verified_grading(task_id: str, solution_path: Path, ledger: GradingLedger | None = None) -> GradeResult | None:
-    """The newest confined grading of ``solution_path``'s present bytes as a solution of ``task_id``
-    that this installation's judge signed, with ``solution_path`` as its path; None when there is
-    none (no such file, never graded here, graded only unconfined, or the record was tampered with).
+    """The grading of ``solution_path``'s present bytes as a solution of ``task_id`` that this
+    installation's judge signed, made confined, against the task as defined now, with
+    ``solution_path`` as its path; None when there is none (no such file, never graded here, graded
+    only unconfined or for another version of the task, or the record was tampered with).
 
-    Its verdict may be any (a wrong answer too): the newest grading, not the best of several, is
-    what the file is worth, since the best of noisy measurements of one file overstates it."""
+    Which one, where the file was graded several times: the newest, since the best of noisy
+    measurements of one file overstates it; a failure counts whenever it came. Passes that say less
+    than a full grading are passed over: one that checked fewer cases (the ``benchmark`` tool's
+    quick gate) always, one that timed nothing (``check_correctness``) where a timed one exists.
+    Its verdict may be any (a wrong answer too): ``grading_problems`` says whether it can carry a patch."""
     path = Path(solution_path)
     if not path.is_file():
         return None
-    for signed in (ledger or GradingLedger()).signed(task_id, file_hash(path)):
-        if not signed.result.provenance.unconfined:
-            return signed.result.model_copy(update={"solution_path": str(path)})
+    usable = [signed.result for signed in (ledger or GradingLedger()).signed(task_id, file_hash(path))
+              if not signed.result.provenance.unconfined and _task_problem(signed.result) is None
+              and not (_passed(signed.result) and _partial_check(signed.result))]
+    measured = [result for result in usable if result.timings or not _passed(result)]
+    chosen = (measured or usable)[:1]
+    return chosen[0].model_copy(update={"solution_path": str(path)}) if chosen else None
+
+
+def _passed(result: GradeResult) -> bool:
+    return result.outcome is Outcome.ok and result.correct
+
+
+def _task_problem(result: GradeResult) -> str | None:
+    """Why ``result`` is not a grading of a task as this installation defines it now, if it is not."""
+    try:
+        task = get_task(result.task_id)
+    except ApexUserError:
+        return f"{result.task_id} is no task of this installation"
+    if result.provenance.task_hash != task.content_hash():
+        return f"graded against another version of {task.id} (its definition, reference or baseline changed since); grade it again"
     return None
+
+
+def _partial_check(result: GradeResult) -> str | None:
+    """Why a passing ``result`` checked less than a full grading does (every test and hidden shape,
+    ``GradeOptions().seeds_per_shape`` seeds each), if it did."""
+    task = get_task(result.task_id)
+    seeds = GradeOptions().seeds_per_shape
+    visible = sum(check.passed and not check.hidden for check in result.checks)
+    hidden = sum(check.passed and check.hidden for check in result.checks)
+    if visible >= seeds * len(task.test_shapes) and hidden >= seeds * len(task.hidden_shapes):
+        return None
+    return (f"a partial check ({visible + hidden} of {seeds * (len(task.test_shapes) + len(task.hidden_shapes))} cases, "
+            "as the benchmark tool's quick gate): only a full grading (grade_solution, apex grade) can carry a patch")
 
 
 def require_graded(task_id: str, solution_path: Path, ledger: GradingLedger | None = None) -> GradeResult:
@@ -92,6 +133,6 @@ def require_graded(task_id: str, solution_path: Path, ledger: GradingLedger | No
                             "grade exactly this file with grade_solution (or apex grade), then patch it unchanged")
     problems = grading_problems(grading, ledger)
     if problems:
-        raise ApexUserError(f"{solution_path}: its newest grading here cannot be patched in ({'; '.join(problems)}); "
-                            "patch a solution whose newest grading is ok, correct and unflagged")
+        raise ApexUserError(f"{solution_path}: its newest grading here cannot carry a patch ({'; '.join(problems)}); "
+                            "patch a solution whose newest full grading is ok, correct and unflagged")
     return grading

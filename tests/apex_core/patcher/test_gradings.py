@@ -144,6 +144,26 @@ def test_a_ledger_record_edited_in_place_no_longer_verifies(here, tmp_path):
     assert verified_grading(TASK, solution, ledger) is None
 
 
+def test_passes_that_say_less_than_a_full_grading_carry_no_patch(here, tmp_path):
+    """A correctness-only pass (check_correctness) does not replace a timed grading as the file's
+    grading; a quick gate (the benchmark tool: no hidden shapes, one seed) never carries a patch; nor
+    does a grading of another version of the task."""
+    solution = tmp_path / "solution.py"
+    shutil.copyfile(CANNED, solution)  # the graded bytes, at another path
+    (checked,) = grade_solutions(TASK, [solution], GradeOptions(timing=False), use_cache=False)
+    (quick,) = grade_solutions(TASK, [solution], GradeOptions(timing=False, hidden_shapes=False, seeds_per_shape=1),
+                               use_cache=False)
+    assert checked.outcome.value == quick.outcome.value == "ok" and GradingLedger().verify(quick) is None
+    assert digest(verified_grading(TASK, solution)) == digest(here.result)
+    why = judge(quick, tmp_path / "quick.json", 1.0).why_not
+    assert "a partial check (" in why and "of 12 cases" in why, why
+    other_version = here.result.model_copy(deep=True)
+    other_version.provenance.task_hash = "0" * 64
+    assert GradingLedger().record(other_version)
+    assert "graded against another version of cpu-mini__rms_norm" in judge(other_version, tmp_path / "o.json", 1.05).why_not
+    assert digest(verified_grading(TASK, solution)) == digest(here.result)
+
+
 def test_agent_workspaces_are_output_task_folders_at_any_depth(tmp_path):
     assert in_agent_workspace(tmp_path / "output" / TASK / "grade_iter1.json")
     assert in_agent_workspace(tmp_path / "runs" / "r" / "output" / TASK / "sub" / "x.json")
