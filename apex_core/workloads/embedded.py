@@ -67,6 +67,9 @@ class EmbeddedWorkload:
         # machine two threads made its steps 5-10x slower and far noisier than one).
         self._threads = 1 if spec.model == "cpu-mini" else None
         self.graph_fallback: str | None = None
+        self.last_tokens: Any = None
+        """The last step's greedy token ids on the CPU, int64 ``(batch, 1 + decode_tokens)``: what its
+        digest covers (for comparing two workloads' outputs, not only their digests)."""
         self.decode_mode: DecodeMode = "eager_dynamic" if spec.kv_cache == "dynamic" else "eager_static"
         self._graph: Any = None
         self._graph_logits: Any = None
@@ -244,10 +247,11 @@ class EmbeddedWorkload:
                 tokens[:, index:index + 1].copy_(self._token if self._cache is not None else token)
                 self._sync()
                 decode.append(time.perf_counter() - begin)
+        self.last_tokens = tokens.to("cpu")
         return StepTiming(
             prefill_s=prefill_s, decode_step_s=decode, batch=spec.batch,
             prompt_tokens=spec.prompt_tokens, decode_tokens=spec.decode_tokens,
-            request_seed=request_seed, token_digest=token_digest(tokens), token_count=int(tokens.numel()),
+            request_seed=request_seed, token_digest=token_digest(self.last_tokens), token_count=int(tokens.numel()),
             decode_mode=self.decode_mode,
         )
 

@@ -47,11 +47,11 @@ def graph_kind() -> str:
 
 def root_cause(error: BaseException) -> BaseException:
     """The first exception of a chain: a failed capture often raises again in ``capture_end``,
-    which hides the operation that broke it."""
+    which hides the operation that broke it. A ``raise ... from None`` ends the chain there."""
     seen: set[int] = set()
     while id(error) not in seen:
         seen.add(id(error))
-        earlier = error.__cause__ or error.__context__
+        earlier = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
         if earlier is None:
             break
         error = earlier
