@@ -21,6 +21,7 @@ from apex_core.hardware.facts import HardwareFact, sourced_facts
 from apex_core.hardware.specs import SOURCED_FIELDS
 from apex_core.hardware.target import resolve_target
 from apex_core.sources.explorer import CodeLines, CodeRef, GrepResult, SourceExplorer
+from apex_core.sources.grep import SEARCH_TIMEOUT_S
 from apex_core.sources.symbols import LaunchSite
 from servers._common import READ_ONLY, create_server, user_errors_as_tool_errors
 
@@ -159,14 +160,16 @@ async def list_launch_sites(name: KernelName) -> LaunchSites:
 @mcp.tool(annotations=READ_ONLY)
 @user_errors_as_tool_errors
 async def grep_source(
-    pattern: Annotated[str, Field(min_length=1, max_length=500, description="A Python regular expression, e.g. tl\\.dot\\(")],
+    pattern: Annotated[str, Field(min_length=1, max_length=500, description="A Python regular expression matched against each "
+                                  f"line on its own, e.g. tl\\.dot\\(; a search is stopped after {SEARCH_TIMEOUT_S:g} s")],
     package: Package = None,
     path_glob: Annotated[str | None, Field(min_length=1, max_length=200, description="Only files whose path in the package matches, e.g. */ops/*.py")] = None,
     ignore_case: Annotated[bool, Field(description="Match letters in either case.")] = False,
     limit: Annotated[int, Field(ge=1, le=1000, description="At most this many matching lines.")] = 100,
 ) -> GrepResult:
     """Search the indexed packages and checkouts line by line. Use it to find reference kernels
-    that use an instruction, a layout or an idiom (e.g. tl.dot with a given dtype, __launch_bounds__)."""
+    that use an instruction, a layout or an idiom (e.g. tl.dot with a given dtype, __launch_bounds__).
+    The search runs in its own process under a time limit, so other calls are answered meanwhile."""
     return await _explore(lambda explorer: explorer.grep(pattern, package=package, path_glob=path_glob, ignore_case=ignore_case,
                                                          limit=limit))
 

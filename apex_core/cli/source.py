@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from apex_core.cli.output import JsonOption, console, print_json
+from apex_core.sources.grep import SEARCH_TIMEOUT_S
 
 if TYPE_CHECKING:
     from apex_core.sources.explorer import CodeRef, SourceExplorer
@@ -102,7 +103,8 @@ def launches_command(name: NameArgument, as_json: JsonOption = False) -> None:
 
 @app.command("grep")
 def grep_command(
-    pattern: Annotated[str, typer.Argument(help="A Python regular expression, e.g. 'tl\\.dot\\('.")],
+    pattern: Annotated[str, typer.Argument(help="A Python regular expression matched against each line, e.g. 'tl\\.dot\\('; "
+                                           f"a search is stopped after {SEARCH_TIMEOUT_S:g} s.")],
     package: PackageOption = None,
     glob: Annotated[Optional[str], typer.Option("--glob", help="Only files whose path in the package matches, e.g. '*/ops/*.py'.")] = None,
     ignore_case: Annotated[bool, typer.Option("--ignore-case", "-i")] = False,

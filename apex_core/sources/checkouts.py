@@ -11,7 +11,9 @@ blob:none --sparse`` then ``git sparse-checkout set``), so a repository of sever
 the folders asked for. It never fails set-up: without git or a network each entry is reported
 as skipped with the reason, and once a host cannot be reached its other entries are skipped at
 once instead of each waiting. A clone is made in a hidden folder and renamed when complete, so a
-broken clone never looks like a checkout; a checkout already present is left alone.
+broken clone never looks like a checkout; a checkout already present is left alone. A folder of
+that name which is a link to a place outside the checkouts folder is reported, not used: the index
+leaves it out (``packages.source_checkouts``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from apex_core.errors import ApexUserError
 from apex_core.manifests import read_entries
-from apex_core.sources.packages import checkouts_dir
+from apex_core.sources.packages import checkouts_dir, lies_inside
 
 
 MANIFEST_FILE = Path(__file__).with_name("checkouts.toml")
@@ -95,6 +97,10 @@ def fetch_checkouts(entries: list[CheckoutSource], folder: Path | None = None, t
     unreachable: set[str] = set()
     for entry in entries:
         target = folder / entry.name
+        if target.is_symlink() and not lies_inside(target, folder):
+            report.failed[entry.name] = (f"{target} is a link to {os.path.realpath(target)}, outside {folder}, so the index "
+                                         "leaves it out; remove the link and run again")
+            continue
         if target.exists():
             report.present.append(entry.name)
             continue
@@ -157,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"source checkouts: error: {error}", file=sys.stderr)
         return 2
     if args.skip_downloads:
-        present = [entry.name for entry in entries if (folder / entry.name).exists()]
+        present = [entry.name for entry in entries if (folder / entry.name).exists() and lies_inside(folder / entry.name, folder)]
         print(f"source checkouts: downloads skipped (--skip-downloads); {len(present)} of {len(entries)} present in {folder}")
         return 0
     report = fetch_checkouts(entries, folder)

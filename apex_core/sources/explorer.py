@@ -2,7 +2,10 @@
 
 Everything here reads the one source index (``build_index``): the kernels it knows, their launch
 sites, and the files of the indexed packages and checkouts. Nothing outside those trees can be
-shown or searched, so an agent's tool call cannot read a home directory or a secret by path.
+shown or searched, so an agent's tool call cannot read a home directory or a secret by path, nor
+through a link inside a tree: every file is read where it really is (``real_paths``). A user's
+regular expression runs in a child process under a time limit (``grep``), so a pattern that
+backtracks for ever costs that search, not the server.
 
 Names are resolved the way people and profilers write them: a kernel by its profiler name
 (mangled or not), a Python function by its dotted name (``liger_kernel.ops.rms_norm.rms_norm_forward``)
@@ -24,14 +27,14 @@ from typing import Literal, NamedTuple
 from pydantic import BaseModel, Field
 
 from apex_core.errors import ApexUserError
+from apex_core.sources.grep import SEARCH_TIMEOUT_S, scan_files, search_in_child
 from apex_core.sources.index import PackageIndex, SourceIndex, build_index
+from apex_core.sources.real_paths import OutsideTreeError, read_text_inside, real_root
 from apex_core.sources.symbols import LaunchSite, SourceSymbol
 from apex_core.sources.triton_scan import dotted_name
 
 MAX_SHOW_LINES = 400
 DEFAULT_CONTEXT = 20
-MAX_FILE_BYTES = 4 * 1024**2
-"""Generated files larger than this (amalgamations, tables) are not searched line by line."""
 LINE_TEXT_LIMIT = 240
 NOISE_CALLS = frozenset({"len", "range", "int", "float", "bool", "str", "min", "max", "isinstance", "print", "getattr",
                          "hasattr", "setattr", "tuple", "list", "dict", "set", "type", "super", "enumerate", "zip", "abs"})
@@ -92,9 +95,10 @@ class GrepResult(BaseModel):
 class SourceExplorer:
     """Read-only queries over one built index."""
 
-    def __init__(self, index: SourceIndex) -> None:
+    def __init__(self, index: SourceIndex, *, grep_timeout_s: float = SEARCH_TIMEOUT_S) -> None:
         self.index = index
-        self._roots = [(Path(p.root), p) for p in index.packages]
+        self.grep_timeout_s = grep_timeout_s
+        self._roots = [(Path(real_root(p.root)), p) for p in index.packages]
 
     @classmethod
     def build(cls, cache_dir: Path | None = None) -> SourceExplorer:
@@ -103,11 +107,19 @@ class SourceExplorer:
     # --- where things are ---------------------------------------------------------------------
 
     def package_of(self, path: Path) -> PackageIndex | None:
-        """The indexed package (or checkout) whose tree holds ``path``, or None."""
-        resolved = path.resolve()
+        """The indexed package (or checkout) whose tree really holds ``path`` (links resolved), or None."""
+        located = self._locate(path)
+        return located[1] if located else None
+
+    def _locate(self, path: Path) -> tuple[str, PackageIndex] | None:
+        """The real root and the package of the tree that really holds ``path``, or None."""
+        try:
+            resolved = path.resolve()
+        except (OSError, RuntimeError):  # a loop of links (RuntimeError before Python 3.13)
+            return None
         for root, package in self._roots:
             if resolved == root or resolved.is_relative_to(root):
-                return package
+                return str(root), package
         return None
 
     def _indexed_names(self) -> str:
@@ -144,12 +156,13 @@ class SourceExplorer:
             if definition is None:
                 raise ApexUserError(f"{location!r} is neither an indexed file nor a known kernel or function; give PATH, "
                                     "PATH:LINE, PATH:START-END or a name that 'apex source find' knows")
-            path, span = definition.path, _definition_span(definition)
-        package = self.package_of(path)
-        if package is None:
+            path, span = definition.path, self._definition_span(definition)
+        located = self._locate(path)
+        if located is None:
             raise ApexUserError(f"{path} is outside the indexed sources ({self._indexed_names()}); give a path from "
                                 "find, grep or a launch site")
-        lines = _read_lines(path)
+        root, package = located
+        lines = _read_lines(path, root)
         if span is None:
             start, end = 1, len(lines)
         elif span[1] is None:
@@ -179,10 +192,10 @@ class SourceExplorer:
         short = name.rsplit(".", 1)[-1].rsplit("::", 1)[-1]
         call = re.compile(rf"(?<![\w]){re.escape(short)}\s*\(")
         seen = {(r.path, r.line) for r in refs}
-        for path, number in self._matches(call, package=package, suffixes=(".py",), limit=limit * 4, needle=short):
-            if (str(path), number) in seen or short not in _calls_by_line(path, path.stat().st_mtime_ns).get(number, ()):
+        for path, number, root in self._matches(call, package=package, suffixes=(".py",), limit=limit * 4, needle=short):
+            if (str(path), number) in seen or short not in _calls_by_line(path, path.stat().st_mtime_ns, root).get(number, ()):
                 continue  # a mention in a docstring, comment or string, or the definition itself
-            refs.append(self._ref("call", path, number, function=enclosing_function(path, number), target=short))
+            refs.append(self._ref("call", path, number, function=enclosing_function(path, number, root), target=short))
             if len(refs) >= limit:
                 break
         return refs[:limit]
@@ -199,7 +212,8 @@ class SourceExplorer:
         path = definition.path
         if path.suffix != ".py":
             return self._launches_from(definition.qualified_name)
-        node = _function_node(path, definition.line)
+        located = self._locate(path)
+        node = _function_node(path, definition.line, located[0]) if located else None
         if node is None:
             return []
         refs: list[CodeRef] = []
@@ -232,20 +246,18 @@ class SourceExplorer:
             raise ApexUserError("give a regular expression to search for, e.g. 'tl\\.dot\\(' or '__launch_bounds__'")
         if not 1 <= limit <= 1000:
             raise ApexUserError(f"limit {limit}: give 1 to 1000 matches")
+        flags = re.IGNORECASE if ignore_case else 0
         try:
-            regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+            re.compile(pattern, flags)
         except re.error as error:
             raise ApexUserError(f"{pattern!r} is not a valid regular expression ({error}); escape special characters, "
                                 "e.g. 'tl\\.dot\\('") from None
-        hits: list[CodeRef] = []
-        counter = _Counter()
-        truncated = False
-        for path, number in self._matches(regex, package=package, path_glob=path_glob, limit=limit + 1, counter=counter):
-            if len(hits) == limit:
-                truncated = True
-                break
-            hits.append(self._ref("match", path, number))
-        return GrepResult(pattern=pattern, hits=hits, files_searched=counter.files, truncated=truncated)
+        trees: dict[str, list[str]] = {}
+        for path, root in self._files(package, path_glob):
+            trees.setdefault(root, []).append(str(path))
+        found = search_in_child(pattern, flags, list(trees.items()), limit=limit + 1, timeout_s=self.grep_timeout_s)
+        hits = [self._ref("match", Path(path), number) for path, number in found.matches[:limit]]
+        return GrepResult(pattern=pattern, hits=hits, files_searched=found.files_searched, truncated=len(found.matches) > limit)
 
     # --- helpers ------------------------------------------------------------------------------
 
@@ -257,41 +269,36 @@ class SourceExplorer:
             raise ApexUserError(f"package {package!r} is not indexed here; the indexed ones are {self._indexed_names()}")
         return chosen
 
-    def _matches(self, regex: re.Pattern[str], *, package: str | None = None, path_glob: str | None = None,
-                 suffixes: tuple[str, ...] | None = None, limit: int = 100, needle: str | None = None,
-                 counter: _Counter | None = None) -> Iterator[tuple[Path, int]]:
-        """(path, line number) of each matching line, at most ``limit``; ``needle``, a literal every
-        match contains, spares the regular expression most files."""
-        found = 0
-        counter = counter if counter is not None else _Counter()
-        for indexed in self._packages(package):
-            root = Path(indexed.root)
+    def _files(self, package: str | None = None, path_glob: str | None = None,
+               suffixes: tuple[str, ...] | None = None) -> Iterator[tuple[Path, str]]:
+        """(path, real root of its tree) of each indexed file to search, in package and path order."""
+        chosen = self._packages(package)
+        for root, indexed in self._roots:
+            if not any(indexed is c for c in chosen):
+                continue
+            given = Path(indexed.root)
+            folder = given.is_dir()  # else a one-module distribution: the root is the file
             for relative in sorted(indexed.files):
                 if suffixes and not relative.endswith(suffixes):
                     continue
                 if path_glob and not fnmatch.fnmatch(relative, path_glob):
                     continue
-                path = root / relative if root.is_dir() else root
-                try:
-                    if path.stat().st_size > MAX_FILE_BYTES:
-                        continue
-                    text = path.read_text(encoding="utf-8", errors="replace")
-                except OSError:
-                    continue
-                counter.files += 1
-                if (needle is not None and needle not in text) or not regex.search(text):
-                    continue
-                for number, line in enumerate(text.splitlines(), start=1):
-                    if regex.search(line):
-                        yield path, number
-                        found += 1
-                        if found >= limit:
-                            return
+                yield (given / relative if folder else given), str(root)
+
+    def _matches(self, regex: re.Pattern[str], *, package: str | None = None, suffixes: tuple[str, ...] | None = None,
+                 limit: int = 100, needle: str | None = None) -> Iterator[tuple[Path, int, str]]:
+        """(path, line number, real root) of each line the explorer's own ``regex`` matches (an
+        escaped name: it cannot backtrack badly, so it runs in process), at most ``limit``."""
+        files = [(str(path), root) for path, root in self._files(package, suffixes=suffixes)]
+        roots = dict(files)
+        for path, number in scan_files(regex, files, limit=limit, needle=needle):
+            yield Path(path), number, roots[path]
 
     def _ref(self, kind: RefKind, path: Path, line: int, *, function: str | None = None, target: str | None = None,
              target_is_kernel: bool = False) -> CodeRef:
-        package = self.package_of(path)
-        lines = _read_lines(path)
+        located = self._locate(path)
+        package = located[1] if located else None
+        lines = _read_lines(path, located[0]) if located else ()
         text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
         return CodeRef(kind=kind, path=str(path), line=line, package=package.package if package else "",
                        version=package.version if package else "", function=function, target=target,
@@ -304,9 +311,28 @@ class SourceExplorer:
             kernel = kernels[0]
             return Definition(Path(kernel.path), kernel.line, max(kernel.end_line, kernel.line), kernel.qualified_name)
         for path, line, qualified in self._python_definitions(name):
-            if self.package_of(path) is not None:
-                return Definition(path, line, line, qualified)  # a Python definition's end comes from its syntax tree
+            return Definition(path, line, line, qualified)  # a Python definition's end comes from its syntax tree
         return None
+
+    def _definition_span(self, definition: Definition) -> tuple[int, int]:
+        """A definition's lines: decorators included for Python, the template and qualifier lines
+        above the name for C++ (the index records a C++ kernel at its name's line)."""
+        path, line = definition.path, definition.line
+        located = self._locate(path)
+        if located is None:
+            raise ApexUserError(f"{path} is outside the indexed sources ({self._indexed_names()}); give a path from "
+                                "find, grep or a launch site")
+        root = located[0]
+        if path.suffix == ".py":
+            for first, last, def_line in _python_spans(path, path.stat().st_mtime_ns, root).values():
+                if def_line == line:
+                    return first, last
+            return line, definition.end_line
+        lines = _read_lines(path, root)
+        start = line
+        while start > 1 and line - start < 8 and CPP_PREFIX.match(lines[start - 2]):
+            start -= 1
+        return start, definition.end_line
 
     def _python_definitions(self, name: str):
         """(path, line, qualified name) of Python functions named ``name`` (dotted: that one)."""
@@ -320,8 +346,9 @@ class SourceExplorer:
                 for split in range(len(parts) - 1, 0, -1):
                     module = Path(indexed.root, *parts[1:split])
                     for candidate in (module.with_suffix(".py"), module / "__init__.py"):
-                        if candidate.is_file():
-                            line = _python_defs(candidate, candidate.stat().st_mtime_ns).get(".".join(parts[split:]))
+                        located = self._locate(candidate)
+                        if located is not None and candidate.is_file():
+                            line = _python_defs(candidate, candidate.stat().st_mtime_ns, located[0]).get(".".join(parts[split:]))
                             if line is not None:
                                 yield candidate, line, name
             return
@@ -330,22 +357,17 @@ class SourceExplorer:
         for launcher in sorted(known):
             yield from self._python_definitions(launcher)
         definition = re.compile(rf"^\s*(?:async\s+)?def\s+{re.escape(name)}\s*\(")
-        for path, number in self._matches(definition, suffixes=(".py",), limit=5, needle=name):
+        for path, number, _ in self._matches(definition, suffixes=(".py",), limit=5, needle=name):
             module = self.package_of(path)
             yield path, number, f"{module.package if module else ''}.{name}"
 
 
-class _Counter:
-    """How many files a search read (a generator cannot return it alongside its matches)."""
-
-    def __init__(self) -> None:
-        self.files = 0
-
-
-def enclosing_function(path: Path, line: int) -> str | None:
-    """The qualified name (``Class.method``) of the innermost Python function holding ``line``."""
+def enclosing_function(path: Path, line: int, root: str | None = None) -> str | None:
+    """The qualified name (``Class.method``) of the innermost Python function holding ``line``;
+    ``root``, the real root of the file's tree, refuses a file that really lies elsewhere."""
     best: tuple[int, str] | None = None
-    for qualified, (start, end, _) in _python_spans(path, path.stat().st_mtime_ns).items():
+    root = real_root(path) if root is None else root
+    for qualified, (start, end, _) in _python_spans(path, path.stat().st_mtime_ns, root).items():
         if start <= line <= end and (best is None or start > best[0]):
             best = (start, qualified)
     return best[1] if best else None
@@ -374,47 +396,35 @@ CPP_PREFIX = re.compile(r"^\s*(template\b|__global__|__launch_bounds__|C10_LAUNC
 """Lines that belong to a C++ kernel's head above its name: template, qualifiers, launch bounds."""
 
 
-def _definition_span(definition: Definition) -> tuple[int, int]:
-    """A definition's lines: decorators included for Python, the template and qualifier lines
-    above the name for C++ (the index records a C++ kernel at its name's line)."""
-    path, line = definition.path, definition.line
-    if path.suffix == ".py":
-        for first, last, def_line in _python_spans(path, path.stat().st_mtime_ns).values():
-            if def_line == line:
-                return first, last
-        return line, definition.end_line
-    lines = _read_lines(path)
-    start = line
-    while start > 1 and line - start < 8 and CPP_PREFIX.match(lines[start - 2]):
-        start -= 1
-    return start, definition.end_line
-
-
 @lru_cache(maxsize=256)
-def _cached_lines(path: str, mtime_ns: int) -> tuple[str, ...]:
-    return tuple(Path(path).read_text(encoding="utf-8", errors="replace").splitlines())
+def _cached_lines(path: str, mtime_ns: int, root: str) -> tuple[str, ...]:
+    return tuple((read_text_inside(path, root) or "").splitlines())
 
 
-def _read_lines(path: Path) -> tuple[str, ...]:
+def _read_lines(path: Path, root: str) -> tuple[str, ...]:
+    """The lines of ``path``, read only where it really lies inside ``root`` (a real root)."""
     try:
-        return _cached_lines(str(path), path.stat().st_mtime_ns)
+        return _cached_lines(str(path), path.stat().st_mtime_ns, root)
+    except OutsideTreeError:
+        raise ApexUserError(f"{path} is outside the indexed sources (a link leads out of its tree); give a path from "
+                            "find, grep or a launch site") from None
     except OSError as error:
         raise ApexUserError(f"{path}: cannot read it ({error.strerror})") from None
 
 
 @lru_cache(maxsize=256)
-def _python_tree(path: Path, mtime_ns: int) -> ast.Module | None:
+def _python_tree(path: Path, mtime_ns: int, root: str) -> ast.Module | None:
     try:
-        return ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        return ast.parse(read_text_inside(path, root) or "")
     except (OSError, SyntaxError, ValueError):
         return None
 
 
 @lru_cache(maxsize=256)
-def _python_spans(path: Path, mtime_ns: int) -> dict[str, tuple[int, int, int]]:
+def _python_spans(path: Path, mtime_ns: int, root: str) -> dict[str, tuple[int, int, int]]:
     """Qualified name (``Class.method``) -> (first line with decorators, last line, ``def`` line)
     of every function and method of a file."""
-    tree = _python_tree(path, mtime_ns)
+    tree = _python_tree(path, mtime_ns, root)
     spans: dict[str, tuple[int, int, int]] = {}
 
     def walk(node: ast.AST, prefix: str) -> None:
@@ -433,15 +443,15 @@ def _python_spans(path: Path, mtime_ns: int) -> dict[str, tuple[int, int, int]]:
     return spans
 
 
-def _python_defs(path: Path, mtime_ns: int) -> dict[str, int]:
+def _python_defs(path: Path, mtime_ns: int, root: str) -> dict[str, int]:
     """Qualified name -> the ``def`` line of every function of a file."""
-    return {qualified: span[2] for qualified, span in _python_spans(path, mtime_ns).items()}
+    return {qualified: span[2] for qualified, span in _python_spans(path, mtime_ns, root).items()}
 
 
-def _function_node(path: Path, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+def _function_node(path: Path, line: int, root: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The function whose ``def`` is on ``line`` of a Python file."""
     try:
-        tree = _python_tree(path, path.stat().st_mtime_ns)
+        tree = _python_tree(path, path.stat().st_mtime_ns, root)
     except OSError:
         return None
     if tree is None:
@@ -463,9 +473,9 @@ def _local_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
 
 
 @lru_cache(maxsize=256)
-def _calls_by_line(path: Path, mtime_ns: int) -> dict[int, frozenset[str]]:
+def _calls_by_line(path: Path, mtime_ns: int, root: str) -> dict[int, frozenset[str]]:
     """Line -> the last component of every name called (or launched) on it, from the syntax tree."""
-    tree = _python_tree(path, mtime_ns)
+    tree = _python_tree(path, mtime_ns, root)
     calls: dict[int, set[str]] = {}
     for node in ast.walk(tree) if tree is not None else ():
         if isinstance(node, ast.Call):

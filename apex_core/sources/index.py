@@ -19,6 +19,11 @@ part of a cold build and made the warm one three to four times slower, for nothi
 
 Besides the installed packages, ``build_index`` indexes the source checkouts
 (``packages.source_checkouts``: ``checkout:<name>``, versioned by git commit) unless told not to.
+
+Links: a linked folder is never entered, and a linked file is indexed only when it really lies
+inside the package's tree; every file is read through ``real_paths``, which checks where it really
+is. Otherwise a ``.py`` linked to a file elsewhere would put that file's text (a kernel's name, a
+launch's arguments) into the index, and from there into the explorer's answers.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from stat import S_ISREG
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
@@ -36,6 +42,7 @@ from apex_core.grader.cache import default_cache_dir
 from apex_core.sources.cpp_scan import scan_cpp_source
 from apex_core.sources.names import demangle, kernel_name_candidates, qualified_function_name
 from apex_core.sources.packages import DEFAULT_PACKAGES, PackageSource, installed_packages, source_checkouts
+from apex_core.sources.real_paths import is_inside, read_text_inside, real_root
 from apex_core.sources.symbols import LaunchSite, SourceSymbol, SymbolLanguage
 from apex_core.sources.triton_scan import might_define_triton_kernels, scan_python_source
 
@@ -85,15 +92,20 @@ class PackageIndex(BaseModel):
 
 
 def _source_files(root: Path) -> Iterator[Path]:
+    """The source files of a tree, in path order: regular files, and links to regular files that
+    really lie inside the tree; linked folders are not entered (``os.walk`` does not follow them)."""
     if root.is_file():
         yield root
         return
+    inside = real_root(root)
     for directory, subdirs, files in os.walk(root):
         parent = Path(directory).name
         subdirs[:] = sorted(d for d in subdirs if d not in SKIPPED_DIRS and (parent, d) not in SKIPPED_SUBTREES)
         for name in sorted(files):
             if name.endswith(SOURCE_SUFFIXES):
-                yield Path(directory, name)
+                path = Path(directory, name)
+                if not path.is_symlink() or (is_inside(os.path.realpath(path), inside) and path.is_file()):
+                    yield path
 
 
 def _module_name(package: PackageSource, relative: str) -> str:
@@ -107,16 +119,17 @@ def _module_name(package: PackageSource, relative: str) -> str:
     return ".".join(parts)
 
 
-def _read(path: Path) -> str | None:
+def _read(path: Path, root: str) -> str | None:
+    """The text of ``path`` if it really lies inside ``root`` (a real root) and can be read."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        return read_text_inside(path, root)
     except OSError:
         return None
 
 
 def _scan_file(package: PackageSource, path: Path, relative: str, stat: os.stat_result, text: str | None = None) -> FileEntry:
     """One file's entry: Triton kernels of a .py file, HIP/CUDA kernels of a C++ file."""
-    text = _read(path) if text is None else text
+    text = _read(path, real_root(package.root)) if text is None else text
     if text is None:
         return FileEntry(mtime_ns=stat.st_mtime_ns, size=stat.st_size)
     if path.suffix in PYTHON_SUFFIXES:
@@ -199,18 +212,21 @@ def index_package(package: PackageSource, cache_dir: Path) -> PackageIndex:
     files: dict[str, FileEntry] = {}
     rescanned = 0
     launch_only: list[tuple[Path, str, os.stat_result, str]] = []
+    inside = real_root(package.root)
     for file in _source_files(package.root):
         relative = file.name if package.root.is_file() else file.relative_to(package.root).as_posix()
         try:
             stat = file.stat()
         except OSError:
             continue
+        if not S_ISREG(stat.st_mode):
+            continue  # a FIFO or a device under a source file's name: nothing to read, and reading a FIFO waits for ever
         old = previous.get(relative)
         if old is not None and old.mtime_ns == stat.st_mtime_ns and old.size == stat.st_size:
             files[relative] = old
             continue
         rescanned += 1
-        text = _read(file)
+        text = _read(file, inside)
         if text is not None and file.suffix in PYTHON_SUFFIXES and not might_define_triton_kernels(text):
             launch_only.append((file, relative, stat, text))  # at most launches: decided once the kernels are known
         else:

@@ -10,13 +10,16 @@ Source checkouts are indexed too: each folder under ``third_party/sources/`` (or
 commit, so a new commit re-keys its cache exactly as a new package version does. The commit is
 read from ``.git`` (HEAD, loose refs, packed-refs) without running git; ``git rev-parse`` is the
 fallback for layouts the files do not answer (reftable). ``setup.sh`` clones the public ROCm
-repositories of ``checkouts.toml`` there (``apex_core.sources.checkouts``).
+repositories of ``checkouts.toml`` there (``apex_core.sources.checkouts``). A checkout folder must
+really lie inside the checkouts folder: one that is a link to elsewhere (``aiter -> /``) is left
+out with a warning, since its tree would make everything under the link's target readable.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import logging
 import os
 import re
 import shutil
@@ -26,6 +29,8 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from apex_core.sources.real_paths import is_inside, real_root
 
 DEFAULT_PACKAGES: tuple[str, ...] = ("torch", "triton", "transformers", "liger_kernel", "fla", "vllm", "sglang", "aiter")
 """Top-level import names of the inference stack whose kernels the identifier can point at."""
@@ -37,6 +42,7 @@ CHECKOUT_PREFIX = "checkout:"
 UNVERSIONED = "unversioned"
 """The version of a checkout folder that is not a git repository (its files are still indexed)."""
 _GIT_TIMEOUT_S = 10.0
+log = logging.getLogger(__name__)
 _SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 
 
@@ -115,17 +121,29 @@ def checkouts_dir() -> Path:
 
 def source_checkouts(root: Path | None = None) -> list[PackageSource]:
     """Each folder under ``root`` (default :func:`checkouts_dir`) as a ``checkout:<name>`` package
-    versioned by its git commit; hidden folders (a clone in progress) are left out."""
+    versioned by its git commit; hidden folders (a clone in progress) are left out, and so, with a
+    warning, is a folder that is a link to a place outside ``root``."""
     root = checkouts_dir() if root is None else root
     try:
         folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     except OSError:
         return []  # no checkouts folder: nothing was downloaded here
-    return [
-        PackageSource(name=f"{CHECKOUT_PREFIX}{folder.name}", version=git_commit(folder) or UNVERSIONED,
-                      root=folder.resolve(), kind="checkout")
-        for folder in folders
-    ]
+    found = []
+    for folder in folders:
+        if not lies_inside(folder, root):
+            log.warning("source checkout %s is left out: it is a link to %s, outside %s; put the checkout itself there",
+                        folder, os.path.realpath(folder), root)
+            continue
+        found.append(PackageSource(name=f"{CHECKOUT_PREFIX}{folder.name}", version=git_commit(folder) or UNVERSIONED,
+                                   root=Path(real_root(folder)), kind="checkout"))
+    return found
+
+
+def lies_inside(folder: Path, checkouts: Path) -> bool:
+    """Whether the checkout ``folder`` really lies inside the checkouts folder, links resolved
+    (a link to another folder inside it is fine; one to the checkouts folder itself is not)."""
+    real, base = real_root(folder), real_root(checkouts)
+    return real != base and is_inside(real, base)
 
 
 def git_commit(folder: Path) -> str | None:

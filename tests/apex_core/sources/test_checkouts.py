@@ -90,3 +90,15 @@ def test_skip_downloads_clones_nothing_and_says_so(tmp_path, capsys):
     assert main(["--skip-downloads", "--folder", str(tmp_path)]) == 0
     assert "downloads skipped (--skip-downloads)" in capsys.readouterr().out
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_checkout_name_taken_by_a_link_to_a_place_outside_is_reported_not_counted_as_present(tmp_path):
+    folder, home = tmp_path / "sources", tmp_path / "home"
+    folder.mkdir()
+    home.mkdir()
+    (folder / "aiter").symlink_to(home, target_is_directory=True)
+    entry = CheckoutSource(name="aiter", url="https://github.com/ROCm/aiter", what="w")
+    report = fetch_checkouts([entry], folder)
+    assert report.present == [] and report.cloned == []
+    assert report.failed["aiter"] == (f"{folder / 'aiter'} is a link to {home}, outside {folder}, so the index leaves it out; "
+                                      "remove the link and run again")

@@ -188,3 +188,44 @@ def test_a_cuda_kernel_is_shown_from_its_template_line_and_its_launcher_lists_th
     assert (launch.kind, launch.target, launch.target_is_kernel, launch.line) == ("launch", "scale_kernel", True, 13)
     (site,) = explorer.launch_sites("scale_kernel")
     assert site.launcher == "toy::launch_scale" and "stream" in site.configuration
+
+
+SECRET = "SECRET_TOKEN = 'hunter2'\n\n\ndef leaked_helper():\n    return SECRET_TOKEN\n"
+
+
+def test_a_linked_file_in_a_package_leading_out_is_neither_grepped_nor_shown_and_one_inside_is(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "notes.py").write_text(SECRET)
+    root = tmp_path / "site-packages" / "toystack"
+    (root / "ops").mkdir(parents=True)
+    (root / "ops" / "swiglu.py").write_text(KERNELS)
+    (root / "ops" / "notes.py").symlink_to(home / "notes.py")
+    (root / "alias.py").symlink_to(root / "ops" / "swiglu.py")
+    explorer = SourceExplorer(build_index([PackageSource(name="toystack", version="0.3", root=root)], cache_dir=tmp_path / "cache"))
+    assert explorer.grep("hunter2|SECRET_TOKEN").hits == []
+    assert explorer.callers("leaked_helper") == []
+    for location in (str(root / "ops" / "notes.py"), f"{root / 'ops' / 'notes.py'}:1", "toystack.ops.notes.leaked_helper"):
+        with pytest.raises(ApexUserError, match="outside the indexed sources|neither an indexed file") as error:
+            explorer.show(location)
+        assert "hunter2" not in str(error.value)
+    assert [Path(h.path).name for h in explorer.grep(r"def swiglu_forward").hits] == ["alias.py", "swiglu.py"]
+    assert "def swiglu_forward" in explorer.show(f"{root / 'alias.py'}:19", context=0).text
+
+
+def test_a_file_swapped_for_a_link_after_indexing_is_neither_grepped_nor_shown(explorer, tmp_path):
+    (tmp_path / "notes.py").write_text(SECRET + "def swiglu_forward(a, b):\n    pass\n")
+    module = tmp_path / "site-packages" / "toystack" / "mlp.py"
+    module.unlink()
+    module.symlink_to(tmp_path / "notes.py")  # the index still lists mlp.py as a file of the package
+    assert explorer.grep("hunter2").hits == []
+    assert [Path(h.path).name for h in explorer.grep("def swiglu_forward").hits] == ["swiglu.py"]
+    with pytest.raises(ApexUserError, match="outside the indexed sources"):
+        explorer.show(f"{module}:1")
+    with pytest.raises(ApexUserError, match="outside the indexed sources|neither an indexed file"):
+        explorer.show("toystack.mlp.leaked_helper")
+
+
+def test_a_function_is_found_by_its_bare_name_wherever_it_is_defined_in_its_file(explorer):
+    shown = explorer.show("torch_like_empty")  # defined on line 26, after other code: not a launcher the index knows
+    assert shown.text.splitlines() == ["26 | def torch_like_empty(a):", "27 |     return a"]

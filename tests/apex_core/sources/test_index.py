@@ -191,3 +191,21 @@ def test_a_changed_hip_file_alone_is_rescanned_and_its_new_kernel_found(hip_pack
     assert rebuilt.rescanned == 1
     assert sorted(s.name for s in rebuilt.symbols()) == ["add_kernel", "rms_norm_kernel", "rms_norm_kernel", "silu_kernel"]
     assert index_package(hip_package, cache).rescanned == 0
+
+
+def test_a_linked_file_leading_out_of_the_package_is_not_indexed_and_one_staying_inside_is(toy_package, tmp_path):
+    elsewhere = tmp_path / "home" / "kernels.py"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text(NORM.replace("_toy_rms_norm_kernel", "_private_kernel"))
+    (toy_package.root / "private.py").symlink_to(elsewhere)
+    (toy_package.root / "norm_alias.py").symlink_to(toy_package.root / "norm.py")
+    (toy_package.root / "linked_folder").symlink_to(elsewhere.parent, target_is_directory=True)
+    index = build_index([toy_package], cache_dir=tmp_path / "cache")
+    assert sorted(index.packages[0].files) == ["__init__.py", "norm.py", "norm_alias.py", "ops.py"]
+    assert index.find_kernel("_private_kernel") is None
+
+
+def test_a_fifo_under_a_source_files_name_is_not_indexed_and_does_not_block_the_build(toy_package, tmp_path):
+    os.mkfifo(toy_package.root / "pipe.py")
+    index = build_index([toy_package], cache_dir=tmp_path / "cache")
+    assert "pipe.py" not in index.packages[0].files and index.find_kernel("_toy_rms_norm_kernel") is not None

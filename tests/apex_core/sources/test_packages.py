@@ -100,3 +100,29 @@ def test_the_environment_variable_points_to_another_checkouts_folder_and_build_i
 
 def test_a_missing_checkouts_folder_means_no_checkouts(tmp_path):
     assert source_checkouts(tmp_path / "never-downloaded") == []
+
+
+def test_a_checkout_folder_linking_outside_is_left_out_and_nothing_under_its_target_can_be_read_or_grepped(
+        checkouts, tmp_path, monkeypatch, caplog):
+    from apex_core.errors import ApexUserError
+    from apex_core.sources.explorer import SourceExplorer
+
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("-----BEGIN PRIVATE KEY----- hunter2\n")
+    (home / "notes.py").write_text("TOKEN = 'hunter2'\n")
+    (checkouts / "evil").symlink_to(home, target_is_directory=True)
+    (checkouts / "examples-alias").symlink_to(checkouts / "rocm-examples", target_is_directory=True)  # stays inside: kept
+    monkeypatch.setenv(CHECKOUTS_ENV, str(checkouts))
+    with caplog.at_level("WARNING"):
+        names = [p.name for p in source_checkouts()]
+    assert names == ["checkout:copied-by-hand", "checkout:examples-alias", "checkout:rocm-examples"]
+    assert "evil is left out: it is a link to" in caplog.text
+    explorer = SourceExplorer(build_index(cache_dir=tmp_path / "cache", names=["no_such_package_apex"]))
+    assert explorer.grep("hunter2").hits == []
+    for location in (checkouts / "evil" / "notes.py", checkouts / "evil" / ".ssh" / "id_rsa", home / "notes.py"):
+        with pytest.raises(ApexUserError, match="outside the indexed sources"):
+            explorer.show(f"{location}:1")
+    with pytest.raises(ApexUserError, match="'checkout:evil' is not indexed here"):
+        explorer.grep("hunter2", package="checkout:evil")
+    assert explorer.show("demo::vector_add_kernel").package in {"checkout:examples-alias", "checkout:rocm-examples"}
