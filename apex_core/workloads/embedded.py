@@ -111,7 +111,7 @@ class EmbeddedWorkload:
 
         prompt = self._prompt(self.spec.seed)
         with torch.inference_mode():
-            self._graph, self._graph_logits = capture(self._decode_static, self.spec.device, lambda: self._prefill_static(prompt))
+            self._graph, self._graph_logits = capture(self._decode_static, self.spec.device, lambda: self._reset_and_prefill(prompt))
             self._check_replay(prompt)
 
     def _check_replay(self, prompt: Any) -> None:
@@ -119,7 +119,7 @@ class EmbeddedWorkload:
         and last decode steps must agree, or the graph is not used."""
         steps = self.spec.decode_tokens
         checked = sorted({0, min(1, steps - 1), steps - 1})
-        self._prefill_static(prompt)
+        self._reset_and_prefill(prompt)
         fed: list[Any] = []
         reference: dict[int, Any] = {}
         for index in range(steps):
@@ -127,7 +127,7 @@ class EmbeddedWorkload:
             logits = self._decode_static()
             if index in checked:
                 reference[index] = logits.float().clone()
-        self._prefill_static(prompt)
+        self._reset_and_prefill(prompt)
         for index in range(steps):
             self._token.copy_(fed[index])
             self._graph.replay()
@@ -181,10 +181,13 @@ class EmbeddedWorkload:
             extra["position_ids"] = position_ids
         return self.model(input_ids=input_ids, use_cache=True, **extra)
 
-    def _prefill_static(self, prompt: Any) -> None:
-        """Reset the static cache and prefill it with ``prompt``; the first greedy token lands in
-        ``_token`` and the next position in ``_position``."""
+    def _reset_and_prefill(self, prompt: Any) -> None:
         self._cache.reset()
+        self._prefill_static(prompt)
+
+    def _prefill_static(self, prompt: Any) -> None:
+        """Prefill the (reset) static cache with ``prompt``; the first greedy token lands in
+        ``_token`` and the next position in ``_position``."""
         out = self._forward(prompt, self._cache, self._prefill_positions)
         self._token.copy_(out.logits[:, -1, :].argmax(dim=-1, keepdim=True))
         self._position.fill_(self.spec.prompt_tokens)
