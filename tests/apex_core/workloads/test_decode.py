@@ -211,3 +211,24 @@ def test_layers_full_resolves_to_the_models_real_depth():
         with pytest.raises(ApexUserError, match="whole number of 1 or more, or 'full'"):
             customize(get_workload("cpu-mini"), layers=bad)
     assert WorkloadSpec.model_validate_json(spec.model_dump_json()).layers == "full"
+
+
+def _one_line_error(done) -> str:
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("apex: error: "), done.stderr
+    return lines[0]
+
+
+def test_the_benchmark_commands_decode_options(apex_cli, tmp_path):
+    import json
+
+    done = apex_cli("benchmark", "--workload", "cpu-mini", "--eager", "--layers", "full", "--runs", "1", "--warmup", "0",
+                    "--json", "--results-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["workload"]["graphs"] is False and result["workload"]["layers"] == 1  # cpu-mini's registry depth
+    assert result["decode_mode"] == "eager_static" and result["graph_fallback"] is None
+    assert len(result["runs"][0]["token_digest"]) == 64 and result["runs"][0]["token_count"] == 2 * (8 + 1)
+    # --layers takes a word now; the other options' errors are customize's, tested above in-process.
+    assert "'full'" in _one_line_error(apex_cli("benchmark", "--workload", "cpu-mini", "--layers", "all"))
