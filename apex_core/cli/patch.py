@@ -108,13 +108,14 @@ def apply_command(
     from apex_core.patcher.apply import apply_solutions
     from apex_core.patcher.gradings import verified_grading
 
-    if solution.is_file() and verified_grading(task, solution) is None:
-        progress_console.print(f"note: no confined grading of exactly {solution} for {task} was signed here; patching it on your "
-                               f"word (apex integrate and the MCP apply_patch would refuse it; apex grade --task {task} --solution "
-                               f"{solution} grades it)", highlight=False)
+    ungraded = solution.is_file() and verified_grading(task, solution) is None  # the bytes about to be patched
     with progress_reporter("patch") as progress:
         (result,) = apply_solutions([(task, solution)], results_dir, device=device, points={task: point} if point else None,
                                      kernel_stacks=_kernel_stacks(workload, results_dir), progress=progress)
+    if ungraded:
+        progress_console.print(f"note: no confined grading of exactly {solution} for {task} was signed here; patched on your word "
+                               f"(apex integrate and the MCP apply_patch would refuse it; apex grade --task {task} --solution "
+                               f"{solution} grades it)", highlight=False)
     if as_json:
         print_json(result.model_dump(mode="json"))
     elif result.applied:
