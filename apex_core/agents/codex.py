@@ -37,11 +37,15 @@ def _toml(value: object) -> str:
 
 
 def mcp_overrides(python: str) -> list[str]:
+    """Apex's agent servers as ``-c`` overrides, and how long Codex waits for them to start before
+    its first request: without that wait ``exec`` asks the model at once, and a server that imports
+    torch (the grader) is never offered to it (seen with codex 0.171.0: no Apex tool in any request)."""
     from apex_core.hosting.hosts import AGENT_SERVERS
     from apex_core.hosting.mcp_registry import SERVERS
 
-    argv: list[str] = []
-    for server in (s for s in SERVERS if s.name in AGENT_SERVERS):
+    servers = [s for s in SERVERS if s.name in AGENT_SERVERS]
+    argv: list[str] = ["-c", f"mcp_optional_startup_grace_ms={max(s.startup_timeout_s for s in servers) * 1000}"]
+    for server in servers:
         key = f"mcp_servers.{server.name}"
         settings = {"command": python, "args": ["-m", server.module], "startup_timeout_sec": server.startup_timeout_s,
                     "tool_timeout_sec": server.tool_timeout_s}
