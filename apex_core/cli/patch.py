@@ -115,7 +115,7 @@ def apply_command(
     if ungraded:
         progress_console.print(f"note: no confined grading of exactly {solution} for {task} was signed here; patched on your word "
                                f"(apex integrate and the MCP apply_patch would refuse it; apex grade --task {task} --solution "
-                               f"{solution} grades it)", highlight=False)
+                               f"{solution} grades it)", soft_wrap=True, highlight=False)
     if as_json:
         print_json(result.model_dump(mode="json"))
     elif result.applied:
