@@ -210,3 +210,14 @@ def test_apply_patch_over_mcp_refuses_an_ungraded_file_and_patches_it_once_grade
     assert len(refusal.splitlines()) == 1
     assert grade["outcome"] == "ok"
     assert patch["applied"] and patch["solution"] == str(solution), patch
+
+
+def test_apex_patch_apply_takes_the_users_word_and_says_so(apex_cli, tmp_path):
+    solution = tmp_path / "solution.py"
+    solution.write_text(CANNED.read_text() + "\n# never graded\n")
+    try:
+        done = apex_cli("patch", "apply", "--task", TASK, "--solution", str(solution), "--results-dir", str(tmp_path), "--json")
+    finally:
+        apex_cli("patch", "restore")
+    assert done.returncode == 0 and json.loads(done.stdout)["applied"], done.stderr[-2000:]
+    assert f"note: no confined grading of exactly {solution} for {TASK} was signed here; patched on your word" in done.stderr
