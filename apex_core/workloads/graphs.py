@@ -79,21 +79,20 @@ def capture(fn: Callable[[], Any], device: str, prepare: Callable[[], None], war
         raise GraphCaptureError(f"CUDA/HIP graphs need a GPU and this workload runs on the {device.upper()}")
     if not torch.cuda.is_available():
         raise GraphCaptureError("CUDA/HIP graphs need a GPU and torch sees none here")
-    try:
-        with torch.cuda.device(device):
-            prepare()  # the first state on the main stream: lazily built tensors belong to it
-            torch.cuda.synchronize()
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                for _ in range(warmup):
-                    prepare()
-                    fn()
-            torch.cuda.current_stream().wait_stream(side)
-            prepare()
-            torch.cuda.synchronize()
-    except Exception as error:
-        raise GraphCaptureError(f"the eager warm-up before capture failed: {one_line(root_cause(error))}") from error
+    # The warm-up is the eager call itself: if it fails, the model cannot run at all, which is no
+    # reason to fall back to eager, so its error goes to the caller as it is.
+    with torch.cuda.device(device):
+        prepare()  # the first state on the main stream: lazily built tensors belong to it
+        torch.cuda.synchronize()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(warmup):
+                prepare()
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        prepare()
+        torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.device(device):
