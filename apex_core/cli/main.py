@@ -420,13 +420,18 @@ def _recover_patches() -> None:
     """Undo what a killed patcher left open in this environment, before anything else runs; not
     where this process may not write the environment (an agent's confined session, where it is
     read-only, or another user's), which only its owner can mend."""
-    from apex_core.patcher import recover
+    from apex_core.patcher import RecoveryError, recover
 
     try:
         rolled = recover()
     except OSError as error:
         if error.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
             raise
+        return
+    except RecoveryError as error:
+        # One line, and the command goes on: only what patches is refused (a Patcher will not open),
+        # so apex tasks list, status and the rest keep working while the environment waits for its owner.
+        sys.stderr.write(f"apex: warning: {error}\n")
         return
     if rolled:
         sys.stderr.write(f"apex: rolled back {len(rolled)} patch(es) an interrupted run left open ({', '.join(rolled)})\n")

@@ -28,6 +28,10 @@ class FileState(BaseModel):
     mtime_ns: int | None = None
 
 
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
@@ -59,14 +63,32 @@ def fsync_dir(folder: Path) -> None:
         os.close(handle)
 
 
-def durable_copy(source: Path, target: Path) -> None:
-    """Copy bytes and flush them; the copy becomes visible under ``target`` only when complete."""
+def _exclusive(temporary: Path, mode: int = 0o666) -> int:
+    """Create ``temporary`` for writing, never through a link or over a file someone left there:
+    a name planted in a folder others can write (a symlink to a file elsewhere) is removed first,
+    and O_EXCL | O_NOFOLLOW make the open fail rather than follow one planted in between."""
+    try:
+        os.unlink(temporary)
+    except FileNotFoundError:
+        pass
+    return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+
+
+def durable_copy(source: Path, target: Path, *, mode: int | None = None) -> None:
+    """Copy bytes and flush them; the copy becomes visible under ``target`` only when complete
+    (with ``mode`` as its permission bits when given: backups are 0600)."""
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    with source.open("rb") as reader, temporary.open("wb") as writer:
-        shutil.copyfileobj(reader, writer)
-        writer.flush()
-        os.fsync(writer.fileno())
-    os.replace(temporary, target)
+    try:
+        with source.open("rb") as reader, os.fdopen(_exclusive(temporary, 0o600 if mode is not None else 0o666), "wb") as writer:
+            shutil.copyfileobj(reader, writer)
+            writer.flush()
+            os.fsync(writer.fileno())
+        if mode is not None:
+            os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
     fsync_dir(target.parent)
 
 
@@ -80,7 +102,7 @@ def atomic_write(target: Path, data: bytes, *, mode: int | None = None, mtime_ns
     """
     temporary = target.with_name(f".{target.name}.apex-{os.getpid()}.tmp")
     try:
-        with temporary.open("wb") as writer:
+        with os.fdopen(_exclusive(temporary), "wb") as writer:
             writer.write(data)
             writer.flush()
             os.fsync(writer.fileno())

