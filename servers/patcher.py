@@ -15,13 +15,11 @@ import anyio.to_thread
 from fastmcp import Context
 from pydantic import BaseModel, Field
 
-from apex_core.patcher import RestoreReport, restore, status
+from apex_core.patcher import EnvironmentStatus, RestoreReport, environment_status, restore
 from apex_core.patcher.apply import AppliedPatch, apply_solutions
 from apex_core.patcher.final import FinalBenchmark, as_first_benchmarked, benchmark_final, workload_kernel_stacks
 from apex_core.patcher.gradings import require_graded
-from apex_core.patcher.integrity import unaccounted_changes
 from apex_core.patcher.integrate import IntegrationReport, integrate
-from apex_core.patcher.journal import Journal
 from apex_core.progress import Progress
 from servers._common import READ_ONLY, create_server, in_thread_with_progress, user_errors_as_tool_errors
 
@@ -43,12 +41,6 @@ WorkloadField = Annotated[str | None, Field(
 
 def _kernel_stacks(workload: str | None) -> tuple[str, ...]:
     return workload_kernel_stacks(workload, RESULTS_ROOT)
-
-
-class PatchStatus(BaseModel):
-    patched: bool
-    journal: Journal | None = Field(description="the live journal: each patch's task, solution, state and files")
-    unaccounted: list[str] = Field(description="patch-point files changed, or solution copies present, that no journal lists")
 
 
 class Restored(BaseModel):
@@ -94,19 +86,21 @@ async def integrate_winners(
 
 @mcp.tool(annotations=READ_ONLY)
 @user_errors_as_tool_errors
-async def patch_status() -> PatchStatus:
-    """What is patched in this environment: each patch's task, solution, state and replaced files. Use it
-    before patching or benchmarking, to know which code the model runs."""
-    journal = await anyio.to_thread.run_sync(status)
-    unaccounted = await anyio.to_thread.run_sync(unaccounted_changes, journal)
-    return PatchStatus(patched=bool(journal and journal.active()), journal=journal, unaccounted=unaccounted)
+async def patch_status() -> EnvironmentStatus:
+    """What is patched in this environment (each patch's task, solution, state and replaced files), and every
+    other change since the patch session began, whoever made it (new, removed, replaced or edited files, .pth
+    files and bytecode included), each with its way back. Use it before patching or benchmarking, to know which
+    code the model runs."""
+    return await anyio.to_thread.run_sync(environment_status)
 
 
 @mcp.tool
 @user_errors_as_tool_errors
 async def restore_patches() -> Restored:
-    """Undo every patch: each file put back byte for byte and checked against its recorded sha256. Use it
-    when you are done, or before measuring the original stack."""
+    """Undo every patch and every other change since the patch session began: patched files put back byte for
+    byte and checked against their recorded sha256, new files removed, replaced ones brought back; what cannot be
+    (an edit in place) fails the call with its way back, and patch_status keeps listing it. Use it when you are
+    done, or before measuring the original stack."""
     report = await anyio.to_thread.run_sync(restore)
     return Restored(restored=report is not None, report=report)
 

@@ -130,42 +130,66 @@ def apply_command(
 
 @app.command("status")
 def status_command(as_json: JsonOption = False) -> None:
-    """What is patched in this environment: each patch, its task and solution, and the files it replaced."""
-    from apex_core.patcher import status
-    from apex_core.patcher.integrity import unaccounted_changes
+    """What is patched in this environment, and every other change since the patch session began, whoever made it
+    (new, removed, replaced or edited files, .pth files and bytecode included), each with its way back."""
+    from apex_core.patcher import environment_status
 
-    journal = status()
-    unaccounted = unaccounted_changes(journal)
+    shown = environment_status()
     if as_json:
-        print_json({"patched": bool(journal and journal.active()),
-                    "journal": journal.model_dump(mode="json") if journal else None, "unaccounted": unaccounted})
+        print_json(shown.model_dump(mode="json"))
         return
-    for line in unaccounted:
-        console.print(f"warning: {line}; reinstall the package (pip install --force-reinstall --no-deps NAME) to be sure "
-                      "of what runs", highlight=False)
-    if journal is None or not journal.active():
-        console.print("nothing is patched in this environment" + (" by apex's journal" if unaccounted else ""))
-        return
-    console.print(f"journal: {journal.folder}", highlight=False)
-    for record in journal.active():
-        files = [e.target for e in journal.entries_of(record.id) if not e.target.endswith(".pyc")]
-        console.print(f"{record.id}  {record.state}  task {record.task_id or '-'}  solution {record.solution or '-'}", highlight=False)
-        for path in files:
-            console.print(f"    {path}", highlight=False)
+    if shown.problem:
+        console.print(f"warning: {shown.problem}", highlight=False)
+    journal = shown.journal
+    if journal is not None and journal.active():
+        console.print(f"journal: {journal.folder}", highlight=False)
+        for record in journal.active():
+            files = [e.target for e in journal.entries_of(record.id) if not e.target.endswith(".pyc")]
+            owner = f"  owned by process {record.owner.pid}" if record.owner else ""
+            console.print(f"{record.id}  {record.state}  task {record.task_id or '-'}  solution {record.solution or '-'}{owner}",
+                          highlight=False)
+            for path in files:
+                console.print(f"    {path}", highlight=False)
+    if shown.differences:
+        console.print(f"{len(shown.differences)} change(s) since the patch session began ({shown.session_since}) that no patch "
+                      "made:", highlight=False)
+        for difference in shown.differences:
+            console.print(f"  {difference.change:<8} {difference.path}: {difference.detail}; {difference.way_back}",
+                          highlight=False)
+    seen = {d.path for d in shown.differences}
+    for line in shown.unaccounted:
+        if line.split(":", 1)[0] not in seen:
+            console.print(f"warning: {line}; reinstall the package (pip install --force-reinstall --no-deps NAME) to be sure "
+                          "of what runs", highlight=False)
+    if not shown.patched:
+        clean = not shown.unaccounted and not shown.problem
+        console.print("nothing is patched in this environment" + ("" if clean else " by apex's journal"))
 
 
 @app.command("restore")
-def restore_command(as_json: JsonOption = False) -> None:
-    """Undo every patch: each file put back byte for byte (mode and mtime too) and checked by its sha256."""
+def restore_command(
+    forget: Annotated[bool, typer.Option("--forget", help="Drop the patch session without writing anything, once you have "
+                                                          "put back by hand what a restore reported it could not.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Undo every patch and every other change since the patch session began: each patched file put back byte for
+    byte (checked by its sha256), new files removed, replaced or removed files brought back from the session's hard
+    links; what cannot be brought back is listed with its way back and the session stays open."""
     from apex_core.patcher import restore
 
-    report = restore()
+    report = restore(forget=forget)
     if as_json:
         print_json(report.model_dump(mode="json") if report else {"patches": [], "files_restored": 0, "files_unchanged": 0,
-                                                                   "journal": None})
+                                                                   "journal": None, "environment": [], "forgotten": False})
         return
     if report is None:
         console.print("nothing is patched in this environment")
         return
+    if report.forgotten:
+        console.print(f"dropped the patch session (journal {report.journal}) without writing anything", highlight=False)
+        return
+    for line in report.environment:
+        console.print(f"undid {line}", highlight=False)
     console.print(f"restored {len(report.patches)} patch(es): {report.files_restored} file(s) put back, "
-                  f"{report.files_unchanged} already original; journal {report.journal}", highlight=False)
+                  f"{report.files_unchanged} already original, {len(report.environment)} other change(s) undone; "
+                  f"journal {report.journal}", highlight=False)
