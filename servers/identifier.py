@@ -2,12 +2,12 @@
 
 A thin layer over ``apex_core.analysis`` and ``apex_core.sources``: identify the kernels of a run
 the profiler server wrote (kind, source, whether it can be patched, our task, the shapes the model
-passes), or find the source of one kernel by the name a profiler shows.
+passes), or find the source of one kernel by the name a profiler shows. The run folder a caller
+names must lie inside results/ (``servers._paths``): identifying writes identify.json into it.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastmcp import Context
@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from apex_core.analysis import IdentifyReport, identify_run, latest_run
 from apex_core.sources import build_index
 from servers._common import READ_ONLY, create_server, in_thread_with_progress, user_errors_as_tool_errors
+from servers._paths import RESULTS_ROOT, inside_results
 
 mcp = create_server(
     "apex-identifier",
@@ -24,7 +25,6 @@ mcp = create_server(
     "profiler's profile_workload; find_kernel_source to locate one kernel by its profiler name.",
 )
 
-RESULTS_ROOT = Path("results")
 NameList = Annotated[
     str | None,
     Field(min_length=2, max_length=200, pattern=r"^[a-z0-9_]+(,[a-z0-9_]+)*$", description="Comma-separated names; default: all."),
@@ -44,7 +44,8 @@ class KernelSource(BaseModel):
 @user_errors_as_tool_errors
 async def identify_kernels(
     ctx: Context,
-    results_dir: Annotated[str | None, Field(min_length=1, max_length=4096, description="A run folder from profile_workload; default: the newest.")] = None,
+    results_dir: Annotated[str | None, Field(min_length=1, max_length=4096, description=(
+        "A run folder from profile_workload, inside results/ (its results_dir); default: the newest."))] = None,
     top_k: Annotated[int, Field(ge=1, le=100, description="How many kernels to report, hottest first.")] = 10,
     kernel_types: NameList = None,
     kinds: NameList = None,
@@ -52,7 +53,7 @@ async def identify_kernels(
 ) -> IdentifyReport:
     """Identify the hottest kernels of a profiled run. Use it after profile_workload to choose which
     task to optimize: each kernel comes with its task_id (or null) and the shapes it is called with."""
-    run_dir = Path(results_dir) if results_dir else latest_run(RESULTS_ROOT)
+    run_dir = inside_results(results_dir, "results_dir", "the results_dir profile_workload returned") if results_dir else latest_run(RESULTS_ROOT)
     split = lambda value: [v for v in value.split(",") if v] if value else None  # noqa: E731
     return await in_thread_with_progress(
         ctx, lambda progress: identify_run(run_dir, top_k=top_k, kernel_types=split(kernel_types), kinds=split(kinds),

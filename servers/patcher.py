@@ -15,6 +15,7 @@ import anyio.to_thread
 from fastmcp import Context
 from pydantic import BaseModel, Field
 
+from apex_core.grader.cache import default_cache_dir
 from apex_core.patcher import EnvironmentStatus, RestoreReport, environment_status, restore
 from apex_core.patcher.apply import AppliedPatch, apply_solutions
 from apex_core.patcher.final import FinalBenchmark, as_first_benchmarked, benchmark_final, workload_kernel_stacks
@@ -22,6 +23,7 @@ from apex_core.patcher.gradings import require_graded
 from apex_core.patcher.integrate import IntegrationReport, integrate
 from apex_core.progress import Progress
 from servers._common import READ_ONLY, create_server, in_thread_with_progress, user_errors_as_tool_errors
+from servers._paths import RESULTS_ROOT, inside_results
 
 mcp = create_server(
     "apex-patcher",
@@ -30,9 +32,6 @@ mcp = create_server(
     "restore_patches to see or undo what is patched, run_final_benchmark for the end-to-end tokens/s change with its "
     "interval. Changes are journaled and undone after a crash.",
 )
-
-RESULTS_ROOT = Path("results")
-
 
 WorkloadField = Annotated[str | None, Field(
     min_length=2, max_length=64, description="The workload the patches are for, e.g. llama-3-1-8b-instruct: the points of "
@@ -72,15 +71,18 @@ async def apply_patch(
 @user_errors_as_tool_errors
 async def integrate_winners(
     ctx: Context,
-    results_dir: Annotated[str, Field(min_length=1, max_length=4096, description="Folder of grade results (apex grade --json "
-                                                                                "files); only gradings this installation's judge signed count.")],
+    results_dir: Annotated[str, Field(min_length=1, max_length=4096, description=(
+        "Folder of grade results (apex grade --json files), inside results/ or the grader's result folder (where "
+        "grade_solution's result_path lies); only gradings this installation's judge signed count."))],
     min_speedup: Annotated[float, Field(gt=0, le=100, description="Credited speedup a winner needs.")] = 1.05,
     workload: WorkloadField = None,
 ) -> IntegrationReport:
     """Patch in the winners among graded solutions (signed by this installation's judge, confined, correct, unflagged,
     speedup >= min_speedup with its interval above 1.0, unchanged since graded), each checked inside the model; results
     in agents' workspaces (output/<task>/) are not taken. Use it when several tasks were graded."""
-    return await in_thread_with_progress(ctx, lambda progress: integrate(Path(results_dir), min_speedup,
+    # Read only where gradings are kept: results/ and the grader's own result files, never any folder named.
+    folder = inside_results(results_dir, "results_dir", "results/gradings", also=[default_cache_dir() / "results"])
+    return await in_thread_with_progress(ctx, lambda progress: integrate(folder, min_speedup,
                                                                          kernel_stacks=_kernel_stacks(workload), progress=progress))
 
 

@@ -4,6 +4,10 @@ A thin layer over ``apex_core.pipeline``: ``run_pipeline`` takes the same typed 
 command (workload, kernel stack, top-k, kernel types, iterations, turns, agent and models,
 leaderboard) and returns each stage's status and the run's results; ``pipeline_status`` reads a
 run's state; ``show_leaderboard`` and ``export_rl_dataset`` read across runs.
+
+Every folder a caller names is confined to ``results/`` (``servers._paths``): a run by its id or its
+folder under results/runs, the export's folder inside results/; and a resumed run works where its
+state.json is, never where the file says (``apex_core.pipeline.state.read_state``).
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ import anyio.to_thread
 from fastmcp import Context
 from pydantic import BaseModel, Field
 
+from apex_core.errors import ApexUserError
 from apex_core.pipeline.child import run_in_child
 from apex_core.pipeline.config import RunConfig
 from apex_core.pipeline.export_rl import ExportSummary, export_rl
 from apex_core.pipeline.leaderboard import LEADERBOARD_FILE, Leaderboard, Standing
-from apex_core.pipeline.state import RunState, latest_run, load_run
+from apex_core.pipeline.state import RunState, latest_run, load_run, run_states
 from servers._common import READ_ONLY, create_server, log, user_errors_as_tool_errors
+from servers._paths import RESULTS_ROOT, inside_results, run_folder
 
 mcp = create_server(
     "apex-pipeline",
@@ -28,8 +34,6 @@ mcp = create_server(
     "let an agent optimize each, grade, integrate the winners, benchmark again, score, report), list_runs and "
     "pipeline_status for runs' progress and results, show_leaderboard across runs, export_rl_dataset for training data.",
 )
-
-RESULTS_ROOT = Path("results")
 
 
 class StageView(BaseModel):
@@ -88,7 +92,8 @@ async def run_pipeline(
         description="Where gradings run: local (this machine's GPUs) or ray (one grading actor per GPU of a Ray cluster).")] = "local",
     ray_address: Annotated[str | None, Field(max_length=512, description=(
         "With executor ray: the cluster to join (host:6379 or ray://host:10001); default RAY_ADDRESS, else Ray on this machine."))] = None,
-    resume_run: Annotated[str | None, Field(max_length=4096, description="Go on with this run folder instead of starting one.")] = None,
+    resume_run: Annotated[str | None, Field(min_length=1, max_length=4096, description=(
+        "Go on with this run instead of starting one: its run id (list_runs) or its folder, results/runs/<run-id>."))] = None,
 ) -> RunView:
     """Optimize a model's bottleneck kernels end to end: benchmark, identify, optimize (the agent loop), grade,
     integrate the winners, benchmark again, score and report. Use it when asked to run the full optimization
@@ -98,22 +103,34 @@ async def run_pipeline(
         workload=workload, kernels=tuple(kernel_stacks), top_k=top_k, kernel_types=tuple(kernel_types), iterations=iterations,
         max_turns=max_turns, agent=agent, agent_model=agent_model, score_threshold=score_threshold, runs=runs,
         final_pairs=final_pairs, leaderboard=leaderboard, executor=executor, ray_address=ray_address)
+    resume = await anyio.to_thread.run_sync(_resumable, resume_run) if resume_run else None
     # In a child process of its own: it restores the environment even when the host or this server goes away.
     state = await run_in_child(
-        config, RESULTS_ROOT, resume=Path(resume_run) if resume_run else None,
+        config, RESULTS_ROOT, resume=resume,
         progress=lambda fraction, message: ctx.report_progress(round(100 * fraction, 2), 100.0, message),
         started=lambda pid, folder: log.info("run_pipeline: run %s in process %d", folder, pid))
     return _view(state)
 
 
+def _resumable(value: str) -> Path:
+    """The run folder ``resume_run`` names, once its state reads and everything it would read lies
+    inside results/ (a replay file included); the child then loads it from there again."""
+    folder = run_folder(value, "resume_run")
+    state = load_run(folder)
+    if state.config.replay_from:
+        inside_results(state.config.replay_from, f"the replay_from of run {state.run_id}", "results/runs/<run-id>/trajectories/...")
+    return folder
+
+
 @mcp.tool(annotations=READ_ONLY)
 @user_errors_as_tool_errors
 async def pipeline_status(
-    run: Annotated[str | None, Field(max_length=4096, description="A run folder; default: the newest run.")] = None,
+    run: Annotated[str | None, Field(min_length=1, max_length=4096, description=(
+        "A run: its run id (list_runs) or its folder, results/runs/<run-id>; default: the newest run."))] = None,
     workload: Annotated[str | None, Field(max_length=64, description="With no run: the newest run of this workload.")] = None,
 ) -> RunView:
     """A pipeline run's stages, kernels, figures and reports. Use it to follow or summarize a run."""
-    state = await anyio.to_thread.run_sync(lambda: load_run(Path(run)) if run else latest_run(RESULTS_ROOT, workload))
+    state = await anyio.to_thread.run_sync(lambda: load_run(run_folder(run, "run")) if run else latest_run(RESULTS_ROOT, workload))
     return _view(state)
 
 
@@ -127,9 +144,7 @@ async def list_runs() -> RunList:
     """The pipeline runs under results/, newest first (an empty list when there are none). Use it to find a run
     before pipeline_status or resume_run."""
     def read() -> RunList:
-        from apex_core.pipeline.state import RUNS_DIR, STATE_FILE
-
-        states = [RunState.model_validate_json(p.read_bytes()) for p in (RESULTS_ROOT / RUNS_DIR).glob(f"*/{STATE_FILE}")]
+        states = run_states(RESULTS_ROOT)
         states.sort(key=lambda s: (s.created_at, s.run_id), reverse=True)
         return RunList(runs=[{"run_id": s.run_id, "results_dir": str(s.folder), "workload": s.config.workload,
                               "agent": s.config.agent, "created_at": s.created_at,
@@ -186,8 +201,6 @@ async def show_leaderboard(
     """Every optimized kernel of every run, best first, and the standings per agent, model and version. Use it
     to compare agents and models, or after run_pipeline with the leaderboard on."""
     if not (RESULTS_ROOT / LEADERBOARD_FILE).is_file():
-        from apex_core.errors import ApexUserError
-
         raise ApexUserError(f"no leaderboard in {RESULTS_ROOT} yet: run_pipeline adds to it")
     board = Leaderboard(RESULTS_ROOT)
     return LeaderboardView(standings=board.standings(), entries=board.entries(task, agent))
@@ -196,14 +209,21 @@ async def show_leaderboard(
 @mcp.tool
 @user_errors_as_tool_errors
 async def export_rl_dataset(
-    output_dir: Annotated[str, Field(min_length=1, max_length=4096, description="Folder to write the datasets into.")],
+    output_dir: Annotated[str, Field(min_length=1, max_length=4096, description=(
+        "Folder inside results/ to write the datasets into, e.g. results/exports/rl (paths leading out of results/ are refused)."))],
     sft: Annotated[bool, Field(description="Also write prompt -> correct solution pairs.")] = False,
     min_score: Annotated[float, Field(ge=0, le=1, description="SFT pairs need this normalized kernel score.")] = 0.0,
     format: Annotated[Literal["jsonl", "parquet"], Field(description="File format; both load with Hugging Face datasets.")] = "jsonl",
 ) -> ExportSummary:
     """Tasks, every trajectory step (code, verdict, reward) and SFT pairs of all runs, with provenance. Use it
     after runs to get training data for RL or SFT."""
-    return await anyio.to_thread.run_sync(lambda: export_rl(RESULTS_ROOT, Path(output_dir), sft=sft, min_score=min_score, fmt=format))
+    def export() -> ExportSummary:
+        output = inside_results(output_dir, "output_dir", "results/exports/rl")
+        if output.exists() and not output.is_dir():
+            raise ApexUserError(f"output_dir {output_dir!r} is a file; give a folder inside results/, e.g. results/exports/rl")
+        return export_rl(RESULTS_ROOT, output, sft=sft, min_score=min_score, fmt=format)
+
+    return await anyio.to_thread.run_sync(export)
 
 
 def main() -> Any:

@@ -19,15 +19,18 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 import subprocess
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 from pydantic import BaseModel
 
 from apex_core.errors import ApexUserError
 from apex_core.pipeline.leaderboard import apex_version
-from apex_core.pipeline.state import RUNS_DIR, STATE_FILE, RunState
+from apex_core.pipeline.state import RUNS_DIR, RunState, run_states
 from apex_core.pipeline.trajectory import TRAJECTORIES_DIR, Trajectory
 
 Format = Literal["jsonl", "parquet"]
@@ -42,7 +45,7 @@ class ExportSummary(BaseModel):
 
 
 def _runs(results_root: Path) -> list[RunState]:
-    states = [RunState.model_validate_json(p.read_bytes()) for p in sorted((results_root / RUNS_DIR).glob(f"*/{STATE_FILE}"))]
+    states = run_states(results_root)
     if not states:
         raise ApexUserError(f"no pipeline run under {results_root / RUNS_DIR}: run 'apex run --workload ID' first, "
                             "or give --results-dir the folder that holds runs/")
@@ -83,16 +86,28 @@ def _sft_rows(steps: list[dict[str, Any]], systems: dict[str, str], min_score: f
 
 def _write(rows: list[dict[str, Any]], path: Path, fmt: Format) -> None:
     if fmt == "jsonl":
-        with path.open("w", encoding="utf-8") as out:
-            for row in rows:
-                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        _replace(path, lambda out: out.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode()))
         return
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         raise ApexUserError("--format parquet needs pyarrow (pip install 'apex-kernels[rl]'); or use --format jsonl") from None
-    pq.write_table(pa.Table.from_pylist(rows), path)
+    _replace(path, lambda out: pq.write_table(pa.Table.from_pylist(rows), out))
+
+
+def _replace(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Write ``path`` through a new temporary file renamed over it: a link planted at ``path`` is
+    replaced, never written through (the export's folder may be shared with an agent)."""
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "wb") as out:
+            write(out)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def _git_commit() -> str | None:
@@ -124,6 +139,8 @@ def export_rl(results_root: Path, output: Path, *, sft: bool = False, min_score:
     tables = {"tasks": tasks, "steps": steps}
     if sft:
         tables["sft"] = _sft_rows(steps, systems, min_score)
+    if output.exists() and not output.is_dir():
+        raise ApexUserError(f"--output {output}: that is a file; give a folder to write the datasets into")
     output.mkdir(parents=True, exist_ok=True)
     files = {}
     for name, rows in tables.items():
@@ -136,5 +153,5 @@ def export_rl(results_root: Path, output: Path, *, sft: bool = False, min_score:
                 "apex_version": apex_version(), "git_commit": _git_commit(), "results_dir": str(results_root.resolve()),
                 "filters": {"sft": sft, "min_score": min_score, "sft_needs": "correct, normalized score >= min_score"},
                 "columns": {k: sorted(v[0]) if v else [] for k, v in tables.items()}}
-    (output / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
+    _replace(output / "metadata.json", lambda out: out.write((json.dumps(metadata, indent=2) + "\n").encode()))
     return summary

@@ -1,16 +1,26 @@
 """What a pipeline run has done: ``<results>/runs/<run-id>/state.json``, rewritten atomically after
 every change, so a run killed at any point resumes from its last finished stage (and, inside the
-optimize stage, from its last finished iteration)."""
+optimize stage, from its last finished iteration).
+
+A state file is read as data about its own folder, never as a say in where a run writes: the
+folder a run works in is where its state.json actually is (``read_state``), whatever the file's
+``results_dir`` claims, and every file the state names (solutions, gradings, reports) must lie
+in that folder, or the state is refused. So an edited state.json cannot send a resumed run's
+writes, or its reads, anywhere else (issue 28), and a run folder that was moved still resumes.
+Names that become file names (run, task and trajectory ids) are plain names, never paths.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import os
 import secrets
 from pathlib import Path
 from collections.abc import Callable
 from typing import Literal
 
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator
 
 from apex_core.agents.base import AgentRun
 from apex_core.errors import ApexUserError
@@ -22,6 +32,14 @@ STATE_FILE = "state.json"
 RUNS_DIR = "runs"
 
 StageStatus = Literal["pending", "running", "done", "skipped", "failed"]
+log = logging.getLogger(__name__)
+
+
+def _plain_name(value: str | None) -> str | None:
+    """An id that becomes part of a file name: no folder separators, not '.' or '..', not empty."""
+    if value is not None and (not value or value in (".", "..") or any(c in value for c in "/\\\0")):
+        raise ValueError(f"{value!r} is not a plain name (it becomes a file name: no '/', '\\', '.' or '..')")
+    return value
 
 
 class StageRecord(BaseModel):
@@ -75,6 +93,8 @@ class KernelRecord(BaseModel):
     integration_note: str = ""
     trajectory_id: str | None = None
 
+    _plain_ids = field_validator("task_id", "trajectory_id")(_plain_name)
+
 
 class RunState(BaseModel):
     run_id: str
@@ -90,6 +110,8 @@ class RunState(BaseModel):
     reports: list[str] = Field(default_factory=list)
     _on_save: Callable[[RunState], None] | None = PrivateAttr(default=None)
     """Told after every save (the CLI's live table); never part of the state file."""
+
+    _plain_run_id = field_validator("run_id")(_plain_name)
 
     @property
     def folder(self) -> Path:
@@ -125,16 +147,84 @@ def load_run(folder: Path) -> RunState:
     path = folder / STATE_FILE
     if not path.is_file():
         raise ApexUserError(f"{folder}: no {STATE_FILE} there; give a run folder that 'apex run' wrote (results/runs/<run-id>)")
-    return RunState.model_validate_json(path.read_bytes())
+    return read_state(path)
+
+
+def read_state(path: Path) -> RunState:
+    """The run state in ``path``, placed in the folder that holds it (``results_dir`` and every file
+    the state names rebased there); a state that names a file outside that folder, or that is no
+    run state, is refused in one line."""
+    folder = path.parent.resolve()
+    try:
+        state = RunState.model_validate_json(path.read_bytes())
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the file"
+        raise ApexUserError(f"{path}: not a run state Apex can read ({where}: {first['msg']}); "
+                            "give a run folder that 'apex run' wrote (results/runs/<run-id>)") from None
+    return _placed(state, folder, path)
+
+
+def _placed(state: RunState, folder: Path, path: Path) -> RunState:
+    """``state`` with ``folder`` as its results_dir and each file it names in ``folder``: one named
+    under the folder the state recorded moves with the run; ApexUserError for a file that lies (or,
+    through a link, leads) outside both."""
+    recorded = os.path.normpath(state.results_dir)
+
+    def placed(value: str | None, field: str) -> str | None:
+        if not isinstance(value, str) or not value:
+            return value
+        named = os.path.normpath(value)
+        if not os.path.isabs(named):
+            relative = named
+        elif Path(named).is_relative_to(folder):  # already where the state is
+            relative = os.path.relpath(named, folder)
+        else:  # where the run was when it recorded the file
+            relative = os.path.relpath(named, recorded) if os.path.isabs(recorded) else os.pardir
+        moved = Path(os.path.normpath(folder / relative))
+        if relative == os.pardir or relative.startswith(os.pardir + os.sep) or not moved.resolve().is_relative_to(folder):
+            raise ApexUserError(
+                f"{path}: {field} names {value!r}, outside the run's folder {folder}; a run's state names only files "
+                "in its own folder, so this state.json was edited or is not Apex's: give a run folder that 'apex run' wrote")
+        return str(moved)
+
+    state.results_dir = str(folder)
+    state.identify_file = placed(state.identify_file, "identify_file")
+    for figures, name in ((state.baseline, "baseline"), (state.final, "final")):
+        if "file" in figures:
+            figures["file"] = placed(figures["file"], f"{name}.file")  # type: ignore[arg-type]
+    state.reports = [placed(report, f"reports[{i}]") or report for i, report in enumerate(state.reports)]
+    for k, kernel in enumerate(state.kernels):
+        where = f"kernels[{k}]"
+        kernel.best_solution = placed(kernel.best_solution, f"{where}.best_solution")
+        if kernel.final is not None:
+            kernel.final.result_file = placed(kernel.final.result_file, f"{where}.final.result_file") or ""
+        for i, iteration in enumerate(kernel.iterations):
+            step = f"{where}.iterations[{i}]"
+            iteration.solution_copy = placed(iteration.solution_copy, f"{step}.solution_copy")
+            iteration.grade.result_file = placed(iteration.grade.result_file, f"{step}.grade.result_file") or ""
+            iteration.agent.solution_path = placed(iteration.agent.solution_path, f"{step}.agent.solution_path") or ""
+            iteration.agent.transcript_path = placed(iteration.agent.transcript_path, f"{step}.agent.transcript_path")
+    return state
+
+
+def run_states(results_root: Path) -> list[RunState]:
+    """Every run under ``results_root/runs``, oldest folder name first. A run folder or state file
+    that leads out of ``results_root`` through a link is passed over (and logged): what a link
+    points at is not a run of these results."""
+    root = Path(results_root).resolve()
+    states = []
+    for path in sorted((root / RUNS_DIR).glob(f"*/{STATE_FILE}")):
+        if not path.resolve().is_relative_to(root):
+            log.warning("passed over %s: it leads out of the results folder %s (to %s)", path, root, path.resolve())
+            continue
+        states.append(read_state(path))
+    return states
 
 
 def latest_run(results_root: Path, workload: str | None = None) -> RunState:
     """The newest run under ``results_root`` (of ``workload``, when given)."""
-    runs = []
-    for path in sorted((results_root / RUNS_DIR).glob(f"*/{STATE_FILE}")):
-        state = RunState.model_validate_json(path.read_bytes())
-        if workload is None or state.config.workload == workload:
-            runs.append(state)
+    runs = [s for s in run_states(results_root) if workload is None or s.config.workload == workload]
     if not runs:
         which = f" of {workload}" if workload else ""
         raise ApexUserError(f"no pipeline run{which} under {results_root / RUNS_DIR}: start one with 'apex run --workload ID'")

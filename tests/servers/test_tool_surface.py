@@ -344,7 +344,7 @@ PATCHER_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("patch_status", {}, "patched"),
     ("apply_patch", {"task_id": "cpu-mini__rms_norm", "solution_path": str(REPO_ROOT / CANNED)}, "check"),
     ("run_final_benchmark", {"workload": "cpu-mini", "runs": 2}, "median_ratio"),  # restores at its end
-    ("integrate_winners", {"results_dir": "."}, "winners"),  # the test's folder holds no gradings
+    ("integrate_winners", {"results_dir": "results"}, "winners"),  # the test's results/ holds no gradings
     ("restore_patches", {}, "restored"),
 ]
 """The patcher server's tools, in an order that leaves nothing patched."""
@@ -353,7 +353,7 @@ PIPELINE_CALLS = [
     ("run_pipeline", {"workload": "cpu-mini", "runs": 2, "iterations": 1}, "run_id"),  # every stage; patches restored
     ("pipeline_status", {}, "run_id"),
     ("show_leaderboard", {}, "standings"),
-    ("export_rl_dataset", {"output_dir": "export", "sft": True}, "rows"),
+    ("export_rl_dataset", {"output_dir": "results/export", "sft": True}, "rows"),
     ("past_experiments", {"task_id": "cpu-mini__rms_norm"}, "past_gradings"),
 ]
 """The pipeline server's tools: one whole cpu-mini run, then the tools that read it."""

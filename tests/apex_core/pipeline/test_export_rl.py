@@ -5,6 +5,7 @@ are the graded correct solutions, never the wrong ones."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,26 @@ def test_a_min_score_outside_zero_to_one_and_a_folder_without_runs_are_one_line_
     assert bad.returncode == 2 and "between 0 and 1" in bad.stderr
     empty = apex_cli("export-rl", "--output", str(tmp_path / "out"), "--results-dir", str(tmp_path))
     assert empty.returncode == 2 and "no pipeline run" in empty.stderr and len(empty.stderr.strip().splitlines()) == 1
+
+
+def test_a_link_planted_where_a_dataset_goes_is_replaced_never_written_through(results, tmp_path):
+    from apex_core.pipeline.export_rl import export_rl
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not the export's")
+    output = tmp_path / "out"
+    output.mkdir()
+    os.symlink(victim, output / "steps.jsonl")
+    summary = export_rl(results, output)
+    assert victim.read_text() == "not the export's"
+    assert not (output / "steps.jsonl").is_symlink() and summary.rows["steps"] == 2
+    assert len((output / "steps.jsonl").read_text().splitlines()) == 2
+
+
+def test_an_output_that_is_a_file_is_a_one_line_error(results, tmp_path):
+    from apex_core.errors import ApexUserError
+    from apex_core.pipeline.export_rl import export_rl
+
+    (tmp_path / "taken").write_text("")
+    with pytest.raises(ApexUserError, match="that is a file; give a folder"):
+        export_rl(results, tmp_path / "taken")
