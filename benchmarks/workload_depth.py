@@ -16,8 +16,9 @@ process-wide):
 - eager tokens/s of the same mix (the profiler's unprofiled call) beside the graph's, and the total
   kernel time of one graph-replayed mix beside the eager one's.
 
-Then, unless ``--families ''``, the other embedded defaults (Qwen3.5, GPT-OSS, DeepSeek-R1) at their
-default depth: decode mode or fallback, graph vs eager tokens/s, CV, and the token check.
+Then, in a last process and unless ``--families ''``, the other embedded defaults (Qwen3.5, GPT-OSS,
+DeepSeek-R1) at their default depth: decode mode or fallback, tokens/s under graphs, CV, drift, and
+whether graph decode gave eager decode's tokens.
 
 Run on the GPU: ``python benchmarks/workload_depth.py --out depth.json`` (about 6-9 minutes on an
 H200; ``--budget-s`` stops starting new cases in time and marks them skipped, and the JSON is
@@ -258,12 +259,20 @@ def parent(args: argparse.Namespace) -> None:
                        "elapsed_s": round(time.time() - started, 1), "verdicts": summarize_rows(rows), "rows": rows}
             out.write_text(json.dumps(payload, indent=1) + "\n")
 
-    for index, stack in enumerate(stacks):
-        deadline = started + args.budget_s * (index + 1) / len(stacks)
-        command = [sys.executable, __file__, "--child", "--workload", args.workload, "--depths", args.depths,
+    # One process per kernel stack for the depth sweep, then one for the other defaults; each may start
+    # cases until its share of the budget is spent (the sweeps weigh more: they choose the depth).
+    jobs = [(stack, args.depths, "", 1.0) for stack in stacks]
+    if args.families:
+        jobs.append(("", "", args.families, 0.6))
+    total = sum(weight for *_, weight in jobs)
+    spent = 0.0
+    for stack, depths, families, weight in jobs:
+        spent += weight
+        deadline = started + args.budget_s * spent / total
+        command = [sys.executable, __file__, "--child", "--workload", args.workload, "--depths", depths,
                    "--kernels", stack, "--runs", str(args.runs), "--device", args.device, "--deadline", str(deadline),
-                   "--families", args.families if index == 0 else ""]
-        _log(f"process for kernels={stack or 'none'}")
+                   "--families", families]
+        _log(f"process for {'depths ' + depths if depths else 'families ' + families}, kernels={stack or 'none'}")
         process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True,
                                    env={**os.environ, "PYTHONUNBUFFERED": "1"})
         assert process.stdout is not None

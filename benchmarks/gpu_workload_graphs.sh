@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# GPU check of graph-captured workloads, in one device call each:
+#   bash benchmarks/gpu_workload_graphs.sh               the depth sweep and the other defaults (workload_depth.py), ~8-9 min
+#   MODE=tests bash benchmarks/gpu_workload_graphs.sh    the workloads' GPU tests (tests/apex_core/workloads/test_gpu.py), ~5 min
+# Wheels in .whl/ (../shared/tools/device-wheels.sh) are installed as the earlier H200 runs did; Liger
+# goes into site-packages so the Liger cases run. Everything lands in $OUT.
+set -u
+OUT=${OUT:-/tmp/apex-out}; mkdir -p "$OUT"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    $(ls .whl/*.whl | grep -v "liger\|fla\|flash_linear") 2>&1 | tail -2
+  ls .whl/liger_kernel-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps --no-cache-dir .whl/liger_kernel-*.whl 2>&1 | tail -2
+  ls .whl/flash_linear_attention-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps --no-cache-dir \
+    .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl 2>&1 | tail -2
+fi
+export PYTHONPATH=$PWD:/tmp/site
+echo "== $(date -u) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)" \
+     "python $(python3 -c 'import platform; print(platform.python_version())')" \
+     "torch $(python3 -c 'import torch; print(torch.__version__)')" \
+     "transformers $(python3 -c 'import transformers; print(transformers.__version__)')" \
+     "liger $(python3 -c 'import importlib.metadata as m; print(m.version("liger-kernel"))' 2>/dev/null || echo none)" \
+     "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)" | tee "$OUT/environment.txt"
+S=$(date +%s)
+if [ "${MODE:-depth}" = tests ]; then
+  timeout ${LIMIT_S:-560} python3 -m pytest -q -m gpu -p no:cacheprovider tests/apex_core/workloads/test_gpu.py 2>&1 | tee "$OUT/gpu-tests.txt"
+else
+  timeout ${LIMIT_S:-570} python3 benchmarks/workload_depth.py --out "$OUT/workload-depth.json" --budget-s ${BUDGET_S:-470} \
+    2> "$OUT/workload-depth.log" | tee "$OUT/workload-depth.txt"
+  tail -n 40 "$OUT/workload-depth.log"
+fi
+echo "== took $(( $(date +%s) - S )) s"
