@@ -60,10 +60,10 @@ def grading_problems(result: GradeResult, ledger: GradingLedger) -> list[str]:
         problems.append(partial)
     if result.flags:
         problems.append(f"flagged {', '.join(result.flags)}")
-    solution = Path(result.solution_path)
-    if not solution.is_file():
+    present = _present_hash(Path(result.solution_path))
+    if present is None:
         problems.append("the solution file is gone")
-    elif file_hash(solution) != result.provenance.solution_hash:
+    elif present != result.provenance.solution_hash:
         problems.append("the solution changed since it was graded")
     return [" ".join(problem.split()) for problem in problems]  # one line each, whatever a flag holds
 
@@ -80,14 +80,24 @@ def verified_grading(task_id: str, solution_path: Path, ledger: GradingLedger | 
     quick gate) always, one that timed nothing (``check_correctness``) where a timed one exists.
     Its verdict may be any (a wrong answer too): ``grading_problems`` says whether it can carry a patch."""
     path = Path(solution_path)
-    if not path.is_file():
+    present = _present_hash(path)
+    if present is None:
         return None
-    usable = [signed.result for signed in (ledger or GradingLedger()).signed(task_id, file_hash(path))
+    usable = [signed.result for signed in (ledger or GradingLedger()).signed(task_id, present)
               if not signed.result.provenance.unconfined and _task_problem(signed.result) is None
               and not (_passed(signed.result) and _partial_check(signed.result))]
     measured = [result for result in usable if result.timings or not _passed(result)]
     chosen = (measured or usable)[:1]
     return chosen[0].model_copy(update={"solution_path": str(path)}) if chosen else None
+
+
+def _present_hash(path: Path) -> str | None:
+    """The sha256 of the file at ``path`` now; None where there is no readable file (a path from a
+    result file may be anything: too long, a NUL byte, a folder)."""
+    try:
+        return file_hash(path) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
 
 
 def _passed(result: GradeResult) -> bool:
@@ -123,7 +133,7 @@ def require_graded(task_id: str, solution_path: Path, ledger: GradingLedger | No
     ApexUserError that says what is missing and how to get it."""
     task = get_task(task_id)
     path = Path(solution_path).expanduser()
-    if not path.is_file():
+    if _present_hash(path) is None:
         raise ApexUserError(f"solution_path {solution_path}: no such file; give the solution you graded, e.g. "
                             f"output/{task.id}/{task.solution_filename}")
     ledger = ledger or GradingLedger()

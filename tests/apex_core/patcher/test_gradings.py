@@ -103,6 +103,7 @@ def test_forged_copied_unsigned_unconfined_and_workspace_gradings_are_each_rejec
     _write(results / "copied.json", claimed)
     plain = claimed.model_copy(update={"speedup": 2.0, "measured_speedup": 2.0, "speedup_ci95": (1.5, 2.5)})
     _write(results / "plain.json", plain)
+    _write(results / "nowhere.json", plain.model_copy(update={"solution_path": str(tmp_path / ("x" * 300 + ".py"))}))
     # A real grading, made unconfined (the user's --unconfined): signed, but never integrated.
     unconfined_file = tmp_path / "unconfined.py"
     unconfined_file.write_text(CANNED.read_text() + "\n# graded unconfined\n")
@@ -115,7 +116,8 @@ def test_forged_copied_unsigned_unconfined_and_workspace_gradings_are_each_rejec
     report = integrate(results)
     assert report.winners == [] and report.patches == []
     why = {Path(c.result_file).name: c.why_not for c in report.candidates}
-    assert set(why) == {"raised.json", "swapped.json", "copied.json", "plain.json", "unconfined.json", "grade_iter1.json"}
+    assert set(why) == {"raised.json", "swapped.json", "copied.json", "plain.json", "nowhere.json", "unconfined.json",
+                        "grade_iter1.json"}
     assert all(reason and "\n" not in reason for reason in why.values()), why
     assert "edited after grading" in why["raised.json"] and "speedup 500.0 (signed: " in why["raised.json"]
     assert "no grading of this file" in why["swapped.json"] and "the solution changed since it was graded" in why["swapped.json"]
@@ -123,8 +125,9 @@ def test_forged_copied_unsigned_unconfined_and_workspace_gradings_are_each_rejec
     assert "no grading of this file" in why["plain.json"] and "signed by this installation" in why["plain.json"]
     assert "graded unconfined" in why["unconfined.json"] and verified_grading(TASK, unconfined_file) is None
     assert "agent's workspace" in why["grade_iter1.json"]
-    assert [p.name for _, p in find_gradings(results)] == ["copied.json", "plain.json", "raised.json", "swapped.json",
-                                                           "unconfined.json"]
+    assert "the solution file is gone" in why["nowhere.json"]
+    assert [p.name for _, p in find_gradings(results)] == ["copied.json", "nowhere.json", "plain.json", "raised.json",
+                                                           "swapped.json", "unconfined.json"]
 
 
 def test_a_ledger_record_edited_in_place_no_longer_verifies(here, tmp_path):
@@ -178,6 +181,8 @@ def test_agent_workspaces_are_output_task_folders_at_any_depth(tmp_path):
 def test_require_graded_says_what_is_missing(here, tmp_path):
     with pytest.raises(ApexUserError, match="no such file"):
         require_graded(TASK, tmp_path / "nope.py")
+    with pytest.raises(ApexUserError, match="no such file"):
+        require_graded(TASK, tmp_path / ("x" * 300 + ".py"))  # a name no file system takes
     ungraded = tmp_path / "ungraded.py"
     ungraded.write_text(CANNED.read_text() + "\n# not graded\n")
     with pytest.raises(ApexUserError, match="has no confined grading of its present content") as error:
