@@ -311,7 +311,6 @@ def preflight_embedded(spec: WorkloadSpec) -> None:
     _check_device(spec)
     config_class(config)
     stacks.check_stacks(spec.kernels, config, spec.on_gpu)
-    _check_memory(spec)
 
 
 def load_embedded(spec: WorkloadSpec) -> EmbeddedWorkload:
@@ -322,6 +321,7 @@ def load_embedded(spec: WorkloadSpec) -> EmbeddedWorkload:
     config = get_model(spec.model)
     preflight_embedded(spec)
     notes = stacks.prepare_imports(spec.kernels, config)
+    _check_memory(spec)  # after prepare_imports: counting the weights imports the modeling module
     model = build_model(spec)
     notes += stacks.apply_stacks(model, spec.kernels, config)
     if spec.model == "cpu-mini":
