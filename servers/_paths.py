@@ -47,8 +47,8 @@ def run_folder(value: str, parameter: str) -> Path:
     runs = (RESULTS_ROOT / RUNS_DIR).resolve()
     text = value.strip()
     plain = bool(text) and text not in (".", "..") and "/" not in text and "\\" not in text
-    resolved = runs / text if plain else _resolved(text)
-    if resolved.parent != runs or resolved.resolve() != resolved:
+    resolved = _resolved(str(runs / text) if plain else text)
+    if resolved.parent != runs:
         raise ApexUserError(f"{parameter} {value!r} is not a run of this server's results: give a run id from list_runs "
-                            f"or its folder, {runs}/<run-id> (it leads to {resolved.resolve()})")
+                            f"or its folder, {runs}/<run-id> (it leads to {resolved})")
     return resolved

@@ -86,3 +86,9 @@ def test_integrate_winners_reads_gradings_only_in_results_or_the_graders_result_
     (results / "gradings").mkdir()
     empty = asyncio.run(_call("servers.patcher", "integrate_winners", {"results_dir": "results/gradings"}))
     assert not empty.is_error and empty.structured_content["winners"] == []
+
+
+def test_a_nul_character_is_a_readable_error_not_a_crash(results):
+    for check in (lambda: run_folder("run\0-1", "run"), lambda: inside_results("results/a\0b", "output_dir", "x")):
+        with pytest.raises(ApexUserError, match="holds a NUL character"):
+            check()
