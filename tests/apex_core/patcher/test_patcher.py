@@ -339,6 +339,45 @@ def _plant_journal(cache: Path, tmp_path: Path, target: Path) -> None:
     jr.write_pointer(journal, cache)
 
 
+def test_a_journal_is_written_where_its_pointer_says_never_where_it_claims(site, cache, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    _plant_journal(cache, tmp_path, site / "toystack" / "norm.py")  # a target inside: the journal is acted on
+    folder = jr.read_pointer(cache)
+    claimed = (folder / jr.JOURNAL_FILE).read_text().replace(str(folder), str(home))
+    (folder / jr.JOURNAL_FILE).write_text(claimed)
+    assert recover(cache, roots=[site]) == ["p1-0000"]  # a target inside site-packages: acted on, in its own folder
+    assert list(home.iterdir()) == [] and jr.read_journal(folder).patches[0].state == "restored"
+
+
+def test_a_backup_named_as_a_path_is_refused(site, cache, tmp_path):
+    _plant_journal(cache, tmp_path, site / "toystack" / "norm.py")
+    folder = jr.read_pointer(cache)
+    (folder / jr.JOURNAL_FILE).write_text((folder / jr.JOURNAL_FILE).read_text().replace('"0000-.bashrc"', '"../../../x"'))
+    with pytest.raises(RecoveryError, match="not a backup file name"):
+        recover(cache, roots=[site])
+
+
+def test_a_link_planted_at_the_lock_or_a_temporary_file_makes_no_write_land_elsewhere(site, cache, tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    norm = site / "toystack" / "norm.py"
+    with _patcher(site, cache, tmp_path) as patcher:
+        (norm.parent / f".norm.py.apex-{os.getpid()}.tmp").symlink_to(victim)  # where the next write's temporary goes
+        patch = patcher.begin()
+        patcher.replace(patch, {norm: b"y = 2\n"})
+        patcher.commit(patch)
+    assert victim.read_text() == "precious\n" and norm.read_bytes() == b"y = 2\n"
+    lock = jr.lock_path(cache)
+    lock.unlink()
+    lock.symlink_to(victim)
+    with pytest.raises(RecoveryError, match="patch lock"):
+        recover(cache, roots=[site])
+    assert victim.read_text() == "precious\n"
+    lock.unlink()
+    restore(cache, roots=[site])
+
+
 @pytest.mark.parametrize("how", ["outside", "through a symlink"])
 def test_a_planted_journal_whose_target_is_outside_site_packages_is_refused_without_writing(how, site, cache, tmp_path):
     home = tmp_path / "home"
@@ -427,4 +466,21 @@ def test_a_pid_the_kernel_gave_to_another_process_is_not_mistaken_for_the_owner(
     journal.patches[0].owner = me.model_copy(update={"started": me.started - 1})
     jr.write_journal(journal)
     assert recover(cache, roots=[site]) == [journal.patches[0].id]
+    assert snapshot(site) == before and status(cache, roots=[site]) is None
+
+
+def test_a_later_patch_of_the_same_file_goes_with_the_dead_runs_patch_it_was_made_over(site, cache, tmp_path):
+    before = snapshot(site)
+    norm = site / "toystack" / "norm.py"
+    with _patcher(site, cache, tmp_path) as patcher:
+        first = patcher.begin(owned=True)
+        patcher.replace(first, {norm: b"x = 1\n"})
+        patcher.commit(first)
+        second = patcher.begin()  # on purpose, over the run's patch
+        patcher.replace(second, {norm: b"x = 2\n"})
+        patcher.commit(second)
+    journal = status(cache, roots=[site])
+    journal.patches[0].owner = journal.patches[0].owner.model_copy(update={"started": 1})  # its run is gone
+    jr.write_journal(journal)
+    assert recover(cache, roots=[site]) == [second, first]
     assert snapshot(site) == before and status(cache, roots=[site]) is None

@@ -179,7 +179,9 @@ def test_a_startup_file_edited_in_place_comes_back_from_its_copy(site, cache, tm
     assert tree(site) == before
 
 
-def test_no_bytecode_is_written_by_apex_or_its_children_while_a_session_is_open(site, cache, tmp_path):
+def test_no_bytecode_is_written_by_apex_or_its_children_while_a_session_is_open(site, cache, tmp_path, monkeypatch):
+    monkeypatch.delenv(quiet.BYTECODE_ENV, raising=False)  # as a user's shell has it, whatever this one says
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
     written = sys.dont_write_bytecode, os.environ.get(quiet.BYTECODE_ENV)
     _patch_norm(site, cache, tmp_path)
     assert sys.dont_write_bytecode and os.environ[quiet.BYTECODE_ENV] == "1"
@@ -236,3 +238,31 @@ def test_on_the_real_site_packages_a_planted_pth_and_bytecode_are_seen_and_remov
         from apex_core.patcher.snapshot import discard
 
         discard(state / "env.snapshot")
+
+
+def test_a_record_edited_to_vouch_for_an_edit_does_not(site, cache, tmp_path):
+    """The RECORD a file is checked against is the one the session began with (its copy), not one
+    the edit rewrote to match."""
+    _patch_norm(site, cache, tmp_path)
+    core, record = site / "otherpkg" / "core.py", site / "otherpkg-1.0.dist-info" / "RECORD"
+    edited = b"def answer():\n    return 2\n"
+    digest = base64.urlsafe_b64encode(hashlib.sha256(edited).digest()).rstrip(b"=").decode()
+    for path, replace in ((core, lambda text: edited),
+                          (record, lambda text: text.replace(text.split(b"otherpkg/core.py,sha256=")[1].split(b",")[0], digest.encode()))):
+        info = path.stat()
+        data = replace(path.read_bytes())
+        with path.open("r+b") as handle:  # in place, the size kept, the mtime set back
+            handle.write(data)
+        os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+    found = {Path(d.path).name: d for d in environment_status(cache, roots=[site]).differences}
+    assert found["core.py"].change == "changed" and not found["core.py"].restorable, found
+    assert found["RECORD"].restorable, "the RECORD itself comes back from its copy"
+
+
+def test_outside_a_session_a_startup_file_no_package_lists_is_reported(site):
+    from apex_core.patcher.integrity import unaccounted_changes
+
+    assert unaccounted_changes(None, [site]) == []
+    (site / "zz-planted.pth").write_text("import os\n")
+    (found,) = unaccounted_changes(None, [site])
+    assert found.startswith(str(site / "zz-planted.pth")) and "no installed package lists it" in found
