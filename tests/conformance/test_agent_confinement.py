@@ -196,17 +196,16 @@ def test_codex_as_apex_runs_it_cannot_read_the_reference_solutions_or_home_nor_w
         (Path(os.environ["CODEX_HOME"]) / "config.toml").write_text(provider_config(endpoint))
         run = CodexAgent(max_turns=8, timeout_s=600).run(get_task(TASK), "system", "solve the task", workspace, solution)
         finished, sent = endpoint.finished, _sent(endpoint)
-        # What Codex answered the site-packages patch with (it records no item for a rejected patch).
-        answered = next(r for r in endpoint.requests if (r.answered_by or "").endswith("command 4")).body["input"][-1]
+        # What each action returned, as the model received it: the request answering a turn carries
+        # the output of the action before (Codex's own events miss some quick commands).
+        answers = {r.answered_by.split(": ", 1)[1]: r.body["input"][-1].get("output", "") for r in endpoint.requests
+                   if r.answered_by}
     assert finished and run.wrote_solution and not run.infra_error, run.summary
-    assert "patch rejected: writing outside of the project" in answered["output"]  # Codex's own fence
-    shells = [c for c in run.tool_calls if c.name == "shell"]
-    assert [c.ok for c in shells] == [False, False, False]
-    assert "No such file or directory" in shells[0].result and "No such file or directory" in shells[1].result
-    assert "Read-only file system" in shells[2].result
-    patches = [c for c in run.tool_calls if c.name == "apply_patch"]
-    assert [(c.ok, "solution.py" in c.arguments) for c in patches] == [(True, True)]  # the site-packages patch never applied
-    graded = next(c for c in run.tool_calls if c.name == "apex-grader.grade_solution")
-    assert graded.ok and '"outcome":"ok"' in graded.result.replace(" ", "")
+    outputs = [answers[f"command {n + 1}"] for n in range(len(commands) - 1)] + [answers["grade"]]
+    assert "No such file or directory" in outputs[0] and "No such file or directory" in outputs[1]  # the view
+    assert "Read-only file system" in outputs[2]  # Codex's sandbox and the view both refuse it
+    assert "patch rejected: writing outside of the project" in outputs[3]  # Codex's own fence
+    assert "A solution.py" in outputs[4]
+    assert '"outcome":"ok"' in answers["done"].replace(" ", "")  # graded inside the session
     assert solution.read_text().strip() == SOLUTION.strip() and not any(p.exists() for p in probes)
     assert _marker() not in sent and target["token"] not in sent

@@ -68,7 +68,7 @@ PROBE = """
 @needs_confinement
 def test_a_session_writes_only_its_folder_and_sees_no_reference_solution_home_or_other_process(tmp_path):
     site = sysconfig.get_paths()["purelib"]
-    reference = next(p for p in sorted(REFERENCE_SOLUTIONS_DIR.rglob("*.py")))
+    reference = REFERENCE_SOLUTIONS_DIR / "rms_norm" / "solution.py"  # not readable at all by an ordinary user where root sealed it
     secret = Path.home() / f".apex-session-secret-{secrets.token_hex(4)}"
     secret.write_text("the user's key")
     folder = tmp_path / "output" / "task"
