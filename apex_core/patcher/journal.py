@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import sys
 import sysconfig
 from pathlib import Path
@@ -237,7 +238,7 @@ def new_journal_folder(results_root: Path) -> Path:
     """A new 0700 folder for a journal and its backups (the backups hold the stack's original bytes,
     which a restore writes back: no other user may swap them)."""
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    folder = results_root / "patches" / f"{stamp}-{os.getpid()}"
+    folder = results_root / "patches" / f"{stamp}-{os.getpid()}-{secrets.token_hex(2)}"  # two sessions may begin in one second
     folder.parent.mkdir(parents=True, exist_ok=True)
     folder.mkdir(mode=0o700)
     (folder / BACKUP_DIR).mkdir(mode=0o700)

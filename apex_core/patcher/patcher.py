@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import errno
 import functools
+import hashlib
+import json
 import os
 import secrets
 import signal
@@ -155,6 +157,7 @@ class Patcher:
             if existing is not None:
                 self.journal = existing.model_copy(update={"owner_pid": me.pid, "owner": me})
             else:
+                _refuse_a_second_session(self.env)
                 # The snapshot before anything else: a pointer that exists always has its snapshot.
                 Snapshot.take(self.env.snapshot_folder, self.env.watched, exclude=[self.results_root.resolve()])
                 folder = jr.new_journal_folder(self.results_root)
@@ -162,6 +165,7 @@ class Patcher:
                                           owner=me, created_at=jr.now())
             jr.write_journal(self.journal)
             jr.write_pointer(self.journal, self.cache_dir)
+            _register(self.env)
         except BaseException:
             self.lock.release()
             raise
@@ -468,9 +472,67 @@ def _finish(journal: jr.Journal, env: _Environment) -> None:
     journal stays as a record)."""
     fault_point("restore:before-cleanup")
     jr.clear_pointer(env.cache_dir)
+    _unregister(env)
     jr.remove_backups(journal)
     discard(env.snapshot_folder)
     quiet.release()
+
+
+# --- one session over an environment's files, whatever its state folder ---------------------------
+
+
+def _registry(env: _Environment) -> Path | None:
+    """Where sessions over this interpreter's own site-packages say so, whatever state folder each
+    keeps its pointer in (a test's private ``cache_dir``): the environment's own state folder.
+    None for other roots (a toy environment is its test's alone)."""
+    if env.roots != jr.patchable_roots():
+        return None
+    return jr.state_dir(None) / "sessions"
+
+
+def _register(env: _Environment) -> None:
+    registry = _registry(env)
+    if registry is None:
+        return
+    try:
+        registry.mkdir(parents=True, exist_ok=True)
+        atomic_write(registry / f"{_state_key(env)}.json", json.dumps({"state_dir": str(jr.state_dir(env.cache_dir))}).encode())
+    except OSError:
+        pass  # a registry we cannot write protects nothing, and must not stop the session
+
+
+def _unregister(env: _Environment) -> None:
+    registry = _registry(env)
+    if registry is not None:
+        (registry / f"{_state_key(env)}.json").unlink(missing_ok=True)
+
+
+def _state_key(env: _Environment) -> str:
+    return hashlib.sha256(str(jr.state_dir(env.cache_dir).resolve()).encode()).hexdigest()[:16]
+
+
+def _refuse_a_second_session(env: _Environment) -> None:
+    """Two sessions over the same files, each with its own snapshot, undo each other: one that began
+    while the other's patches were in would put them back when it restores (it happened: a test's
+    private session restored another's patches into transformers after that one had undone them)."""
+    registry = _registry(env)
+    if registry is None or not registry.is_dir():
+        return
+    mine = _state_key(env)
+    for entry in sorted(registry.glob("*.json")):
+        if entry.stem == mine:
+            continue
+        try:
+            other = Path(json.loads(entry.read_text(encoding="utf-8"))["state_dir"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        pointer = other / f"{jr.environment_key()}.json"
+        if not pointer.is_file():
+            entry.unlink(missing_ok=True)  # that session ended without saying so (killed after its restore)
+            continue
+        raise ApexUserError(f"another patch session is open over this environment (its state is in {other}); a second one "
+                            "would undo its patches when it restores: restore that one first (apex patch restore, with "
+                            f"APEX_PATCH_STATE_DIR={other} if it is not the environment's own)")
 
 
 def _recover_locked(env: _Environment) -> tuple[jr.Journal | None, list[str]]:
@@ -546,6 +608,7 @@ def restore(cache_dir: Path | None = None, roots: Iterable[Path] | None = None, 
         folder = jr.read_pointer(cache_dir)
         if forget:
             jr.clear_pointer(cache_dir)
+            _unregister(env)
             discard(env.snapshot_folder)
             quiet.release()
             return RestoreReport(patches=[], files_restored=0, files_unchanged=0, journal=str(folder) if folder else None,

@@ -484,3 +484,26 @@ def test_a_later_patch_of_the_same_file_goes_with_the_dead_runs_patch_it_was_mad
     jr.write_journal(journal)
     assert recover(cache, roots=[site]) == [second, first]
     assert snapshot(site) == before and status(cache, roots=[site]) is None
+
+
+def test_a_second_session_over_the_same_files_with_another_state_folder_is_refused(site, tmp_path, monkeypatch):
+    """Its snapshot would hold the first one's patches, and its restore would put them back."""
+    monkeypatch.setenv(ROOTS_ENV, str(site))  # this "environment" is the toy site
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "own-state"))
+    before = snapshot(site)
+    with Patcher(tmp_path / "results") as first:
+        patch = first.begin()
+        first.replace(patch, {site / "toystack" / "norm.py": b"x = 1\n"})
+        first.commit(patch)
+    private = tmp_path / "private-state"  # as a test's private cache_dir
+    with pytest.raises(ApexUserError, match="another patch session is open over this environment"):
+        Patcher(tmp_path / "results", cache_dir=private).open()
+    restore()
+    with Patcher(tmp_path / "results", cache_dir=private) as second:
+        patch = second.begin()
+        second.replace(patch, {site / "toystack" / "norm.py": b"x = 2\n"})
+        second.commit(patch)
+    with pytest.raises(ApexUserError, match="another patch session is open over this environment"):
+        Patcher(tmp_path / "results").open()
+    restore(private)
+    assert snapshot(site) == before
