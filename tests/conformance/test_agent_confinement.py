@@ -209,3 +209,38 @@ def test_codex_as_apex_runs_it_cannot_read_the_reference_solutions_or_home_nor_w
     assert '"outcome":"ok"' in answers["done"].replace(" ", "")  # graded inside the session
     assert solution.read_text().strip() == SOLUTION.strip() and not any(p.exists() for p in probes)
     assert _marker() not in sent and target["token"] not in sent
+
+
+def test_a_host_installed_in_the_users_home_runs_and_the_rest_of_that_home_stays_out_of_sight(npm_clients, target,
+                                                                                                 monkeypatch):
+    """Claude Code's own installer puts its binary in ``~/.local/share/claude/versions/`` and a
+    link to it in ``~/.local/bin``: the session shows that folder and the link, nothing else of
+    the home folder."""
+    home = Path(os.environ["HOME"])
+    versions = home / ".local" / "share" / "claude" / "versions"
+    versions.mkdir(parents=True)
+    os.link(os.path.realpath(npm_clients.bin("claude")), versions / "2.1.197")  # the same file, in the home folder
+    (home / ".local" / "bin").mkdir()
+    (home / ".local" / "bin" / "claude").symlink_to(versions / "2.1.197")
+    (home / ".local" / "share" / "keyrings").mkdir()
+    monkeypatch.setenv("PATH", f"{home / '.local' / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    command = f"ls {home}/.local/share {versions}; cat {target['secret']}"
+    script = Script.model_validate({"name": "claude-looks-around-home", "turns": [
+        {"name": "look", "match": {"tools_include": ["Bash"]},
+         "reply": [{"type": "tool_use", "name": "Bash", "input": {"command": command}}]},
+        {"name": "done", "match": {"tool_result_for": "Bash"}, "reply": [{"type": "text", "text": "{{ tool_result }}"}]},
+    ]})
+    with ScriptedModelServer(script) as endpoint:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", endpoint.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-apex-scripted")
+        workspace = target["workspace"]
+        with confine.Session("claude", [workspace]) as session:
+            argv = ["claude", "-p", "look around", "--output-format", "stream-json", "--verbose", "--allowedTools", "Bash",
+                    "--permission-mode", "bypassPermissions"]
+            done = subprocess.run(session.command(argv, workspace), cwd=workspace, env=session.env, stdin=subprocess.DEVNULL,
+                                  capture_output=True, text=True, timeout=600, check=False)
+        finished, sent = endpoint.finished, _sent(endpoint)
+    assert done.returncode == 0 and finished, done.stdout[-2000:] + done.stderr[-2000:]
+    said = json.loads(done.stdout.splitlines()[-1])["result"]
+    assert f"{home}/.local/share:\nclaude\n" in said and f"{versions}:\n2.1.197\n" in said and "keyrings" not in said, said
+    assert "No such file or directory" in said and target["token"] not in sent
