@@ -183,9 +183,7 @@ class Session:
         for name in CACHE_VARIABLES:
             if name in env:
                 env[name] = str(home / ".cache" / name.lower())
-        from apex_core.sources.index import SOURCE_CACHE_ENV, source_cache_dir
-
-        env[SOURCE_CACHE_ENV] = str(source_cache_dir().resolve())  # the user's built index, shown read-only
+        env[SOURCE_CACHE_ENV] = str(source_cache_dir(source))  # the user's built index, shown read-only
         state = HOST_STATE.get(self.host)
         if state is not None:
             _copy_state(state, source, home, env)
@@ -203,8 +201,47 @@ class Session:
         node = shutil.which("node", path=self.env.get("PATH"))
         programs = [executable, *([os.path.abspath(node)] if node else [])]
         view = session_view(self.home, self.writable, programs, self.env)
-        config = {"view": dataclasses.asdict(view), "cwd": str(Path(cwd).resolve())}
+        folder = os.path.realpath(cwd)
+        if not _visible(folder, view):
+            view.read_only.append(_working_folder(folder))
+        config = {"view": dataclasses.asdict(view), "cwd": folder}
         return [sys.executable, "-s", "-m", "apex_core.agents.confine", json.dumps(config), "--", executable, *argv[1:]]
+
+
+def _visible(folder: str, view: sandbox.View) -> bool:
+    """Whether ``folder`` exists in ``view``: shown, inside something shown, or on the way to it
+    (a folder the view makes so that what is shown below it has a place)."""
+    for path in (os.path.realpath(p) for p in [*view.read_only, *view.writable]):
+        if folder == path or _within(path, folder) or _within(folder, path):
+            return True
+    return False
+
+
+def _working_folder(folder: str) -> str:
+    """A working folder the view would not hold (the user's project, where ``apex eval`` runs
+    with its output elsewhere), shown read-only unless it would show too much."""
+    repository = os.path.realpath(PACKAGE_PARENT)
+    if folder == repository or _within(repository, folder) or _within(folder, repository):
+        raise AgentUnavailableError(f"the agent's working folder {folder} holds parts of Apex's repository an agent may not "
+                                    "see; run it from the repository's root or a folder of its own")
+    if _too_wide(folder):
+        raise AgentUnavailableError(f"the agent's working folder {folder} would show a home folder, /tmp or the root "
+                                    "whole; run it from a project folder")
+    return folder
+
+
+SOURCE_CACHE_ENV = "APEX_SOURCE_CACHE_DIR"
+
+
+def source_cache_dir(environ: Mapping[str, str]) -> Path:
+    """Where the source index is cached, as ``apex_core.sources.index.source_cache_dir`` finds it
+    (restated: importing the source index takes seconds, and every session needs this)."""
+    chosen = environ.get(SOURCE_CACHE_ENV)
+    if chosen:
+        return Path(chosen).expanduser().resolve()
+    from apex_core.grader.cache import default_cache_dir
+
+    return default_cache_dir().resolve()
 
 
 def _copy_state(state: HostState, source: Mapping[str, str], home: Path, env: dict[str, str]) -> None:
@@ -244,6 +281,14 @@ def _within(parent: str, path: str) -> bool:
     return path.startswith(parent.rstrip("/") + "/")
 
 
+def _too_wide(folder: str) -> bool:
+    """Whether showing ``folder`` would show a whole home folder, /tmp, a kernel file system or
+    the root (it is one of them, or holds one)."""
+    places = ["/", "/tmp", "/var/tmp", "/proc", "/sys", "/dev", "/run"]
+    places += [os.path.realpath(h) for h in {os.environ.get("HOME", ""), os.path.expanduser("~")} if h and os.path.isabs(h)]
+    return any(folder == place or _within(folder, place) for place in places)
+
+
 def installation(program: str) -> str:
     """The folder a host's program needs with it: the outermost ``node_modules`` folder holding
     it (an npm package finds its platform binary in a sibling package), else its own folder."""
@@ -260,7 +305,6 @@ def session_view(home: Path, writable: Iterable[Path], programs: Iterable[str], 
     base = sandbox.worker_view(str(home), PACKAGE_PARENT, [str(p) for p in writable], tmp_bytes)
     allowed = [os.path.join(repository, entry) for entry in REPOSITORY_ENTRIES]
     allowed += [os.path.realpath(p) for p in (sys.prefix, sys.exec_prefix)]
-    wide = sandbox._wide_places(str(home))  # the user's home, /tmp and the kernel's file systems
 
     def shown(path: str) -> bool:
         real = os.path.realpath(path)
@@ -272,7 +316,7 @@ def session_view(home: Path, writable: Iterable[Path], programs: Iterable[str], 
     read_only += [p for p in allowed[: len(REPOSITORY_ENTRIES)] if os.path.lexists(p)]
     for program in programs:
         folder = installation(os.path.realpath(program))
-        if any(folder == place or _within(folder, place) for place in [*wide, "/"]):
+        if _too_wide(folder):
             raise AgentUnavailableError(f"the agent's program {program} lies directly in {folder}, which a confined session "
                                         "cannot show whole; install it in a folder of its own")
         read_only += [program, folder]  # the program's own path too: the links on the way to it are made again

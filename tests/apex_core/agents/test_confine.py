@@ -159,6 +159,21 @@ def test_a_session_cut_by_its_time_limit_leaves_no_process_behind(tmp_path):
     assert left == []
 
 
+@needs_confinement
+def test_a_working_folder_the_view_lacks_is_shown_read_only_and_one_inside_the_repository_is_refused(tmp_path):
+    project = tmp_path / "project"  # where `apex eval --output-dir elsewhere` may run
+    project.mkdir()
+    (project / "notes.md").write_text("mine")
+    output = tmp_path / "output"
+    output.mkdir()
+    with confine.Session("claude", [output]) as session:
+        done = _run(session, "import os; print(os.listdir('.')); open('new.txt', 'w')", project)
+        with pytest.raises(AgentUnavailableError, match="parts of Apex's repository an agent may not see"):
+            session.command([sys.executable], REPO_ROOT / "tests")
+    assert done.stdout.strip() == "['notes.md']" and "Read-only file system" in done.stderr
+    assert not (project / "new.txt").exists()
+
+
 def test_a_writable_folder_that_would_open_a_home_the_repository_or_the_root_is_refused(tmp_path):
     for folder, named in ((Path.home(), "a home folder"), (REPO_ROOT, "Apex's repository"), (Path("/"), "the root")):
         with pytest.raises(AgentUnavailableError, match=named) as refused:
@@ -207,3 +222,13 @@ def test_the_transcript_is_never_written_through_a_link_or_a_fifo_the_agent_left
     os.mkfifo(transcript)  # opening it to write would wait for a reader for ever
     headless.append_transcript(transcript, "line\n")
     assert stat.S_ISREG(transcript.stat().st_mode) and transcript.read_text() == "line\n"
+
+
+def test_the_source_index_is_found_where_the_source_tools_look_for_it(tmp_path, monkeypatch):
+    from apex_core.sources.index import source_cache_dir
+
+    monkeypatch.delenv("APEX_SOURCE_CACHE_DIR", raising=False)
+    monkeypatch.setenv("APEX_CACHE_DIR", str(tmp_path / "cache"))
+    assert confine.source_cache_dir(os.environ) == source_cache_dir().resolve()
+    monkeypatch.setenv("APEX_SOURCE_CACHE_DIR", str(tmp_path / "sources"))
+    assert confine.source_cache_dir(os.environ) == source_cache_dir().resolve() == (tmp_path / "sources").resolve()
