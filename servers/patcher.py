@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from apex_core.grader.cache import default_cache_dir
 from apex_core.patcher import EnvironmentStatus, RestoreReport, environment_status, restore
+from apex_core.patcher.accuracy import AccuracyReport, accuracy_gate
 from apex_core.patcher.apply import AppliedPatch, apply_solutions
 from apex_core.patcher.final import FinalBenchmark, as_first_benchmarked, benchmark_final, workload_kernel_stacks
 from apex_core.patcher.gradings import require_graded
@@ -105,6 +106,24 @@ async def restore_patches() -> Restored:
     done, or before measuring the original stack."""
     report = await anyio.to_thread.run_sync(restore)
     return Restored(restored=report is not None, report=report)
+
+
+@mcp.tool
+@user_errors_as_tool_errors
+async def check_accuracy(
+    ctx: Context,
+    workload: Annotated[str, Field(min_length=2, max_length=64, description="The workload whose model is compared, e.g. cpu-mini.")],
+    prompts: Annotated[int, Field(ge=1, le=64, description="Fixed prompts run through both models.")] = 4,
+    tokens: Annotated[int, Field(ge=1, le=512, description="Greedy tokens decoded per prompt after the prefill's.")] = 16,
+) -> AccuracyReport:
+    """The accuracy gate on what is patched: the patched model against the original (same weights, seed and prompts),
+    logits (relative and absolute error, KL) and greedy tokens up to the first near-tie, under thresholds per dtype.
+    A failing patch set is bisected and the patches that make it fail are rolled back (culprits, each with its reason);
+    the environment keeps exactly the patches that passed (kept). Use it after apply_patch or integrate_winners, before
+    run_final_benchmark."""
+    spec, _ = as_first_benchmarked(workload, RESULTS_ROOT, None)
+    return await in_thread_with_progress(ctx, lambda progress: accuracy_gate(spec, RESULTS_ROOT, prompts=prompts, tokens=tokens,
+                                                                             progress=progress))
 
 
 @mcp.tool

@@ -166,6 +166,46 @@ def status_command(as_json: JsonOption = False) -> None:
         console.print("nothing is patched in this environment" + ("" if clean else " by apex's journal"))
 
 
+@app.command("check")
+def check_command(
+    workload: Annotated[str, typer.Option("--workload", help="The workload whose model is compared, e.g. cpu-mini (as its "
+                                                            "last 'apex benchmark' resolved it, kernel stacks included).")],
+    prompts: Annotated[Optional[int], typer.Option(help="Fixed prompts run through both models (default 4).")] = None,
+    tokens: Annotated[Optional[int], typer.Option(help="Greedy tokens decoded per prompt after the prefill's (default 16).")] = None,
+    results_dir: Annotated[Path, typer.Option(help="Where the workload's benchmarks are and accuracy.json goes.")] = Path("results"),
+    unconfined: Annotated[bool, typer.Option("--unconfined", help="Run the models with your own rights where patched code "
+                                                                  "cannot be confined (recorded in the report).")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """The accuracy gate on what is patched: the patched model against the original (same weights, seed and prompts),
+    logits (relative and absolute error, KL) and greedy tokens up to the first near-tie, under thresholds per dtype.
+    A failing patch set is bisected to the patches that make it fail, which are rolled back; the environment keeps
+    exactly the patches that passed. Exit 0 when every patch passed, 1 when one was rolled back (the reason is printed)."""
+    from apex_core.patcher.accuracy import DEFAULT_PROMPTS, DEFAULT_TOKENS, accuracy_gate
+    from apex_core.patcher.final import as_first_benchmarked
+
+    spec, _ = as_first_benchmarked(workload, results_dir, None)
+    with progress_reporter("accuracy gate") as progress:
+        report = accuracy_gate(spec, results_dir, prompts=DEFAULT_PROMPTS if prompts is None else prompts,
+                               tokens=DEFAULT_TOKENS if tokens is None else tokens, unconfined=unconfined, progress=progress)
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+    else:
+        for tried in report.trials:
+            figures = tried.comparison.logits if tried.comparison else None
+            numbers = (f"relative {figures.relative:.3g}, max abs {figures.max_abs:.3g}, KL {figures.kl_max:.3g}; "
+                       f"tokens {tried.comparison.tokens.agreed}/{tried.comparison.tokens.compared}" if figures and tried.comparison else "")
+            console.print(f"{'passed' if tried.passed else 'FAILED'}  {', '.join(p.task_id for p in tried.patches)}  "
+                          f"{numbers}" + ("" if tried.passed else f"  ({tried.reason})"), highlight=False)
+        for culprit in report.culprits:
+            console.print(f"rolled back {culprit.task_id}: {culprit.reason}", highlight=False)
+        kept = ", ".join(p.task_id for p in report.kept) or "nothing (the environment is restored)"
+        console.print(f"{report.workload.id} ({report.thresholds.dtype}, {report.prompts} prompts, {report.tokens} tokens): "
+                      f"kept {kept}; {report.results_dir}/accuracy.json", highlight=False)
+    if not report.passed:
+        raise typer.Exit(1)
+
+
 @app.command("restore")
 def restore_command(
     forget: Annotated[bool, typer.Option("--forget", help="Drop the patch session without writing anything, once you have "

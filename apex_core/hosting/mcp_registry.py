@@ -182,6 +182,8 @@ SERVERS: tuple[ServerSpec, ...] = (
                         when_to_use="see what is patched in this environment"),
             ToolSummary(name="restore_patches", timeout_s=600,
                         when_to_use="undo every patch, byte for byte"),
+            ToolSummary(name="check_accuracy", timeout_s=3600,
+                        when_to_use="compare the patched model with the original and roll back patches that change its outputs"),
             ToolSummary(name="run_final_benchmark", timeout_s=3600,
                         when_to_use="the model's tokens/s with and without the patches, with the change's interval"),
         ),

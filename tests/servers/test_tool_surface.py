@@ -343,6 +343,7 @@ SOURCE_CALLS: list[tuple[str, dict[str, Any], str]] = [
 PATCHER_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("patch_status", {}, "patched"),
     ("apply_patch", {"task_id": "cpu-mini__rms_norm", "solution_path": str(REPO_ROOT / CANNED)}, "check"),
+    ("check_accuracy", {"workload": "cpu-mini", "prompts": 2, "tokens": 4}, "kept"),  # the canned solution passes: kept
     ("run_final_benchmark", {"workload": "cpu-mini", "runs": 2}, "median_ratio"),  # restores at its end
     ("integrate_winners", {"results_dir": "results"}, "winners"),  # the test's results/ holds no gradings
     ("restore_patches", {}, "restored"),
