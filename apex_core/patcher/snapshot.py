@@ -48,7 +48,8 @@ Folders outside site-packages that the stack runs from (an editable checkout of 
 watched and reported, never restored: they are someone's working tree.
 
 Cost: one stat walk of the watched folders plus one link and one stat per file, in two threads
-(the system calls release the GIL), the links spread over a few folders. Measured figures are in
+(the system calls release the GIL; on two cores busy with other work they gained nothing, on a
+GPU host's many they may), the links spread over a few folders. Measured figures are in
 docs/patching.md.
 """
 
