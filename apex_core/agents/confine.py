@@ -71,6 +71,9 @@ NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/g
 ``/run/systemd/resolve/stub-resolv.conf``), the file it names is shown too."""
 PATH_VARIABLES = ("APEX_TASK_DIRS", "APEX_SOURCE_CHECKOUTS", "APEX_DOCS_INDEX")
 """Apex settings naming folders the servers an agent starts read: shown read-only."""
+SOURCE_CACHE_ENV = "APEX_SOURCE_CACHE_DIR"
+"""Where the source index is cached (``apex_core.sources.index``): only its ``sources`` folder is
+shown, never the signing key that may sit beside it in Apex's cache."""
 CACHE_VARIABLES = ("TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR")
 """Compiler caches the user may have placed anywhere: moved into the session's home."""
 SESSION_DEVICES = ("/dev/tty",)
@@ -230,9 +233,6 @@ def _working_folder(folder: str) -> str:
     return folder
 
 
-SOURCE_CACHE_ENV = "APEX_SOURCE_CACHE_DIR"
-
-
 def source_cache_dir(environ: Mapping[str, str]) -> Path:
     """Where the source index is cached, as ``apex_core.sources.index.source_cache_dir`` finds it
     (restated: importing the source index takes seconds, and every session needs this)."""
@@ -325,8 +325,8 @@ def session_view(home: Path, writable: Iterable[Path], programs: Iterable[str], 
             read_only.append(os.path.realpath(name))
     for name in PATH_VARIABLES:
         read_only.extend(p for p in environ.get(name, "").split(os.pathsep) if p and os.path.isabs(p) and os.path.exists(p)
-                         and shown(p))
-    index = environ.get("APEX_SOURCE_CACHE_DIR")
+                         and shown(p) and not _too_wide(os.path.realpath(p)))
+    index = environ.get(SOURCE_CACHE_ENV)
     if index and os.path.isdir(os.path.join(index, "sources")):
         read_only.append(os.path.join(index, "sources"))  # the index only: never the cache's signing key beside it
     devices = [*base.devices, *(d for d in SESSION_DEVICES if os.path.exists(d))]

@@ -185,12 +185,15 @@ def test_a_writable_folder_that_would_open_a_home_the_repository_or_the_root_is_
 
 def test_the_view_shows_no_path_entry_inside_or_above_the_repository_beyond_what_agents_read(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "path", [*sys.path, str(REPO_ROOT / "tests"), str(REPO_ROOT.parent), str(REFERENCE_SOLUTIONS_DIR)])
-    view = confine.session_view(tmp_path, [], [], {})
+    tasks = tmp_path / "my-tasks"
+    tasks.mkdir()
+    view = confine.session_view(tmp_path / "home", [], [], {"APEX_TASK_DIRS": os.pathsep.join([str(tasks), str(Path.home())])})
     shown = [Path(p).resolve() for p in view.read_only]
+    assert tasks.resolve() in shown and Path.home().resolve() not in shown  # a setting naming the home folder shows none of it
     inside = {p.relative_to(REPO_ROOT).parts[0] for p in shown if p.is_relative_to(REPO_ROOT) and p != REPO_ROOT}
     assert inside <= set(confine.REPOSITORY_ENTRIES) | {".venv"} and "apex_core" in inside
     assert REPO_ROOT not in shown and not any(REPO_ROOT.is_relative_to(p) for p in shown)
-    assert view.session and str(tmp_path) in view.writable
+    assert view.session and str(tmp_path / "home") in view.writable
 
 
 def test_an_npm_host_brings_its_whole_node_modules_folder(tmp_path):
