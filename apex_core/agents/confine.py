@@ -41,11 +41,13 @@ user's rights (``unconfined``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -351,6 +353,37 @@ def main(argv: list[str]) -> int:
     except (sandbox.SandboxError, OSError) as error:
         print(f"apex: the agent's session could not be confined: {error}", file=sys.stderr, flush=True)
         return sandbox.SETUP_FAILED_EXIT
+
+    # A handle on the init itself: a pid alone could name another process once the init is collected.
+    handle = os.pidfd_open(init) if hasattr(os, "pidfd_open") else None
+
+    def stop(signum: int, frame: object) -> None:
+        raise _Stopped(signum)
+
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(number, stop)
+    try:
+        return _wait(init)
+    except _Stopped as stopped:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+        with contextlib.suppress(ProcessLookupError):
+            if handle is not None:
+                signal.pidfd_send_signal(handle, signal.SIGKILL)
+            else:
+                os.kill(init, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            _wait(init)  # the kernel reaps a namespace's init only once every process in it is gone
+        return 128 + stopped.signum
+
+
+class _Stopped(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _wait(init: int) -> int:
+    """Collect children until the session's init ends; its exit code (a signal N as 128 + N)."""
     while True:
         try:
             pid, status = os.waitpid(-1, 0)

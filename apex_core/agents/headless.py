@@ -50,16 +50,34 @@ def json_lines(text: str) -> list[dict[str, Any]]:
 
 
 def run_session(argv: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None) -> Session:
-    try:
-        # No stdin: the prompt is on the command line, and a host reading more from stdin (codex
-        # exec does when it is not a terminal) would wait forever, or, under the apex-pipeline MCP
-        # server, take bytes of the MCP session.
-        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
-                              env=env if env is not None else os.environ.copy(), check=False)
-        return Session(done.stdout, done.stderr, done.returncode, json_lines(done.stdout))
-    except subprocess.TimeoutExpired as exc:
-        stdout = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        return Session(stdout, f"timed out after {timeout_s:g} s (the agent's time limit)", None, json_lines(stdout))
+    """Run one session of a host to its end or its time limit.
+
+    At the limit the host is sent SIGTERM and given ``STOP_GRACE_S`` before SIGKILL: a confined
+    session's launcher (``confine``) then ends the session's namespace and exits only once every
+    process of it is gone, so that nothing of the agent still runs when its folder is read.
+    """
+    # No stdin: the prompt is on the command line, and a host reading more from stdin (codex exec
+    # does when it is not a terminal) would wait forever, or, under the apex-pipeline MCP server,
+    # take bytes of the MCP session.
+    with subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, env=env if env is not None else os.environ.copy()) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout_s)
+            return Session(stdout, stderr, process.returncode, json_lines(stdout))
+        except subprocess.TimeoutExpired as expired:
+            partial = expired.stdout
+        process.terminate()
+        try:
+            process.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    stdout = partial.decode(errors="replace") if isinstance(partial, bytes) else (partial or "")
+    return Session(stdout, f"timed out after {timeout_s:g} s (the agent's time limit)", None, json_lines(stdout))
+
+
+STOP_GRACE_S = 30.0
+"""How long a host past its time limit has to end after SIGTERM before it is killed."""
 
 
 @dataclass
@@ -80,9 +98,11 @@ def run_agent(backend: str, start: Callable[[], Session], read: Callable[[Sessio
     before = solution_path.stat().st_mtime_ns if solution_path.exists() else None
     started = time.monotonic()
     attempts = 0
+    removed: list[str] = []
     while True:
         attempts += 1
         session = start()
+        removed += clear_links(solution_path.parent)
         append_transcript(transcript, session.stdout if session.stdout.endswith("\n") or not session.stdout else session.stdout + "\n")
         reading = read(session)
         if reading.login_refused:
@@ -91,10 +111,38 @@ def run_agent(backend: str, start: Callable[[], Session], read: Callable[[Sessio
             break
         time.sleep(RETRY_WAIT_S[min(attempts - 1, len(RETRY_WAIT_S) - 1)])
     after = solution_path.stat().st_mtime_ns if solution_path.exists() else None
+    summary = reading.summary or session.stderr.strip()[-500:]
+    if removed:
+        summary += f"; removed what the agent left in its folder that was not a file: {', '.join(removed[:8])}"
     return AgentRun(backend=backend, solution_path=str(solution_path), wrote_solution=after is not None and after != before,
                     elapsed_s=round(time.monotonic() - started, 3), exit_code=session.exit_code,
-                    transcript_path=str(transcript), summary=reading.summary or session.stderr.strip()[-500:],
+                    transcript_path=str(transcript), summary=summary,
                     turns=reading.turns, tool_calls=reading.tool_calls, attempts=attempts, infra_error=reading.host_failure)
+
+
+def clear_links(folder: Path) -> list[str]:
+    """Remove every link, FIFO, socket or device the agent left in its writable ``folder`` (and the
+    folders below it); the names removed, relative to ``folder``.
+
+    Why: what Apex does next with that folder runs with the user's rights, outside the session: it
+    grades and keeps ``solution.py`` and writes its gradings and copies there. A ``solution.py``
+    linked to a reference solution would be graded as the agent's own, and a ``grade_iter2.json``
+    linked to ``~/.bashrc`` would have Apex overwrite it. No process of a confined session is left
+    when its host exits (its PID namespace ends), so nothing can put a link back afterwards.
+    """
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            removed += [f"{entry.name}/{name}" for name in clear_links(Path(entry.path))]
+        elif not entry.is_file(follow_symlinks=False):
+            target = f" -> {os.readlink(entry.path)}" if entry.is_symlink() else ""
+            os.unlink(entry.path)
+            removed.append(entry.name + target)
+    return removed
 
 
 def append_transcript(path: Path, text: str) -> None:

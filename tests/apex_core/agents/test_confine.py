@@ -235,3 +235,37 @@ def test_the_source_index_is_found_where_the_source_tools_look_for_it(tmp_path, 
     assert confine.source_cache_dir(os.environ) == source_cache_dir().resolve()
     monkeypatch.setenv("APEX_SOURCE_CACHE_DIR", str(tmp_path / "sources"))
     assert confine.source_cache_dir(os.environ) == source_cache_dir().resolve() == (tmp_path / "sources").resolve()
+
+
+@needs_confinement
+def test_links_and_fifos_a_session_leaves_in_its_folder_are_gone_before_apex_touches_it(tmp_path):
+    """What Apex does with the folder next runs with the user's rights: a solution.py linked to a
+    reference solution would be graded as the agent's, a grade file linked elsewhere overwritten."""
+    folder = tmp_path / "output" / "task"
+    folder.mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.write_text("the user's file\n")
+    reference = REFERENCE_SOLUTIONS_DIR / "rms_norm" / "solution.py"
+    code = f"""
+        import os
+        os.symlink({str(reference)!r}, "solution.py")
+        os.symlink({str(victim)!r}, "grade_iter1.json")
+        os.makedirs("notes/deeper")
+        os.symlink("/", "notes/deeper/root")
+        os.mkfifo("agent_transcript.jsonl.lock")
+        open("notes/kept.txt", "w").write("a file of its own")
+    """
+
+    def start() -> headless.Session:
+        with confine.Session("claude", [folder]) as session:
+            argv = session.command([sys.executable, "-c", textwrap.dedent(code)], folder)
+            return headless.run_session(argv, folder, 60, session.env)
+
+    run = headless.run_agent("claude", start, lambda s: headless.Reading([], None, "done"), folder / "solution.py",
+                             folder / "agent_transcript.jsonl", "log in")
+    assert run.exit_code == 0 and not run.wrote_solution
+    assert f"solution.py -> {reference}" in run.summary and "notes/deeper/root -> /" in run.summary
+    left = sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+    assert left == ["agent_transcript.jsonl", "notes", "notes/deeper", "notes/kept.txt"]
+    (folder / "grade_iter1.json").write_text("{}")  # as the pipeline writes its grading there
+    assert victim.read_text() == "the user's file\n"
