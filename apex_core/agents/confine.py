@@ -111,9 +111,9 @@ HOST_STATE: dict[str, HostState] = {
 }
 
 
-def unconfined(environ: Mapping[str, str] | None = None) -> bool:
+def unconfined() -> bool:
     """Whether the user asked for agents to run with their own rights (``APEX_AGENT_UNCONFINED=1``)."""
-    value = (os.environ if environ is None else environ).get(UNCONFINED_ENV, "")
+    value = os.environ.get(UNCONFINED_ENV, "")
     if value not in ("", "0", "1"):
         raise ApexUserError(f"{UNCONFINED_ENV} must be 1 (run agents unconfined) or 0, not {value!r}")
     return value == "1"
@@ -247,6 +247,8 @@ def source_cache_dir(environ: Mapping[str, str]) -> Path:
 
 
 def _copy_state(state: HostState, source: Mapping[str, str], home: Path, env: dict[str, str]) -> None:
+    """Copy the host's login and settings from where ``source`` (the user's environment) keeps them
+    into the session's ``home``, and point the host's variable there when the user had set it."""
     user_home = Path(source.get("HOME") or Path.home())
     moved = state.variable is not None and bool(source.get(state.variable))
     folder = Path(source[state.variable]) if moved and state.variable else user_home / state.folder
