@@ -3,7 +3,7 @@
 score = 20·compiled + 100·correct + speedup_score(S), with S = baseline_time / solution_time and
 speedup points only for solutions that compiled and are correct. The normalized kernel score
 divides by 420 (compiled + correct + a 2× speedup) and is capped at 1; the model-level reward mixes
-it with the end-to-end throughput gain. Every grader, report, leaderboard and reward in Apex calls
+it with the end-to-end kernel gain (the winners over the task baselines at the same patch points). Every grader, report, leaderboard and reward in Apex calls
 these functions, so the numbers cannot drift apart the way the reference system's did.
 """
 
@@ -79,19 +79,34 @@ def normalized_score(score: float) -> float:
     return min(score / REFERENCE_MAX_SCORE, 1.0)
 
 
-def model_reward(normalized_kernel_score: float, baseline_tps: float, optimized_tps: float) -> float:
-    """0.7 · normalized kernel score + 0.3 · (optimized_tps / baseline_tps − 1).
+THROUGHPUT_TERM_RANGE = (-0.5, 1.0)
+"""The throughput term (kernel gain - 1) is clipped to this range: a model at most twice as fast or
+half as fast counts. No kernel swap inside one model earns more end to end (each is bounded by its
+share of device time, ``apex_core.patcher.credit``), so a figure beyond it is a broken or forged
+measurement, and one of them must not dominate a batch of rewards."""
 
-    The throughput term is used as the formula states, without clipping: a slower model after
-    patching lowers the reward, which is what an RL signal for integration should do.
+
+def throughput_term(kernel_gain: float) -> float:
+    """kernel gain - 1, clipped to ``THROUGHPUT_TERM_RANGE``."""
+    if not (math.isfinite(kernel_gain) and kernel_gain >= 0):
+        raise ValueError(f"kernel gain must be a finite number >= 0, got {kernel_gain!r}")
+    low, high = THROUGHPUT_TERM_RANGE
+    return min(max(kernel_gain - 1.0, low), high)
+
+
+def model_reward(normalized_kernel_score: float, kernel_gain: float | None) -> float:
+    """0.7 · normalized kernel score + 0.3 · clip(kernel gain − 1, −0.5, 1.0).
+
+    The kernel gain is the final benchmark's candidate over control (the winners against the task
+    baselines at the same patch points), never a gain the patch adapters make by themselves. None
+    (the gain was implausible, the tokens diverged, nothing bounds it, or its interval holds 1.0)
+    credits no throughput: the term is 0. A significantly slower model after patching lowers the reward, which is what an RL signal for
+    integration should do; the range is [-0.15, 1.0].
     """
     if not 0.0 <= normalized_kernel_score <= 1.0:
         raise ValueError(f"normalized kernel score must lie in [0, 1], got {normalized_kernel_score!r}")
-    if not (math.isfinite(baseline_tps) and baseline_tps > 0):
-        raise ValueError(f"baseline throughput must be a positive number, got {baseline_tps!r}")
-    if not (math.isfinite(optimized_tps) and optimized_tps >= 0):
-        raise ValueError(f"optimized throughput must be a number >= 0, got {optimized_tps!r}")
-    return KERNEL_WEIGHT * normalized_kernel_score + THROUGHPUT_WEIGHT * (optimized_tps / baseline_tps - 1.0)
+    term = 0.0 if kernel_gain is None else throughput_term(kernel_gain)
+    return KERNEL_WEIGHT * normalized_kernel_score + THROUGHPUT_WEIGHT * term
 
 
 # --- the RL reward ---------------------------------------------------------------------------------

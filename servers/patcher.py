@@ -15,6 +15,7 @@ import anyio.to_thread
 from fastmcp import Context
 from pydantic import BaseModel, Field
 
+from apex_core.analysis.identify_run import profiled_shares
 from apex_core.grader.cache import default_cache_dir
 from apex_core.patcher import EnvironmentStatus, RestoreReport, environment_status, restore
 from apex_core.patcher.accuracy import AccuracyReport, accuracy_gate
@@ -131,13 +132,18 @@ async def check_accuracy(
 async def run_final_benchmark(
     ctx: Context,
     workload: Annotated[str, Field(min_length=2, max_length=64, description="The workload of the first benchmark, e.g. cpu-mini.")],
-    runs: Annotated[int | None, Field(ge=2, le=50, description="Pairs of runs; default: as many as the last benchmark, at least 6.")] = None,
+    runs: Annotated[int | None, Field(ge=2, le=50, description="Rounds (each arm once per round); default: as many as the last benchmark, at least 6.")] = None,
 ) -> FinalBenchmark:
-    """Measure the workload with and without the applied patches, alternately in one session: the tokens/s ratio,
-    its 95% interval and whether the change is significant; then every patch is restored. Use it after
-    apply_patch or integrate_winners to learn what the kernels did for the whole model."""
+    """Measure the workload three ways in one session: original, control (the task baselines at the winners'
+    patch points) and candidate (the applied winners). kernel_gain (candidate / control) is what the kernels
+    earned and the only gain the model reward credits; integration_gain (control / original) is what the patch
+    adapters do by themselves. Each winner's end-to-end credit (leave-one-out) comes with its Amdahl bound;
+    flags say why a gain is not credited. Every patch is restored afterwards. Use it after apply_patch or
+    integrate_winners to learn what the kernels did for the whole model."""
     spec, count = as_first_benchmarked(workload, RESULTS_ROOT, runs)
-    return await in_thread_with_progress(ctx, lambda progress: benchmark_final(spec, count, RESULTS_ROOT, progress=progress))
+    shares = profiled_shares(spec.resolved(), RESULTS_ROOT)
+    return await in_thread_with_progress(ctx, lambda progress: benchmark_final(spec, count, RESULTS_ROOT, shares=shares,
+                                                                               progress=progress))
 
 
 def main() -> Any:

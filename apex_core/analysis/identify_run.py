@@ -113,3 +113,25 @@ def _record(spec: WorkloadSpec, sites: list[CallSite]) -> ShapeRecording:
         return recording
     finally:
         workload.close()
+
+
+def profiled_shares(spec: WorkloadSpec, results_root: Path) -> dict[str, float]:
+    """Task id -> share of device time, from the newest ``apex identify`` of this workload (same
+    model, kernel stacks and depth: a share depends on depth) under ``results_root``; empty when
+    there is none. ``spec`` resolved."""
+    found: list[tuple[float, IdentifyReport]] = []
+    for path in results_root.glob(f"**/{IDENTIFY_FILE}") if results_root.is_dir() else []:
+        try:
+            report = IdentifyReport.model_validate_json(path.read_bytes())
+            profiled = load_run_workload(path.parent)
+        except (OSError, ValueError, ApexUserError):
+            continue
+        if (profiled.model, tuple(profiled.kernels), profiled.layers) == (spec.model, tuple(spec.kernels), spec.layers):
+            found.append((path.stat().st_mtime, report))
+    if not found:
+        return {}
+    shares: dict[str, float] = {}
+    for kernel in max(found, key=lambda item: item[0])[1].kernels:
+        if kernel.task_id:
+            shares[kernel.task_id] = shares.get(kernel.task_id, 0.0) + kernel.device_time_share
+    return shares

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, ValidationError
 from apex_core.errors import ApexUserError
 from apex_core.progress import Progress, reporter
 from apex_core.profiling import KernelRecord, ProfileResult, capture, new_run_dir, save_profile
-from apex_core.workloads import WorkloadSpec, load
+from apex_core.workloads import WorkloadSpec, customize, load
 
 WORKLOAD_FILE = "workload.json"
 
@@ -23,11 +23,15 @@ WORKLOAD_FILE = "workload.json"
 def profile_workload(
     spec: WorkloadSpec, results_root: Path, *, calls: int = 3, warmup: int = 1, progress: Progress | None = None
 ) -> tuple[ProfileResult, Path]:
-    """Profile ``calls`` request mixes of ``spec`` after ``warmup`` unrecorded ones; the result and its folder."""
+    """Profile ``calls`` request mixes of ``spec`` after ``warmup`` unrecorded ones; the result and its folder.
+    Decode runs eagerly here whatever ``spec`` asks (the shares of device time are those of the
+    kernels a graph would replay)."""
     report = reporter(progress)
     if calls < 1:
         raise ApexUserError(f"--calls must be at least 1, not {calls}")
-    spec = spec.resolved()
+    # Decode eagerly over the same static cache: a graph replays the same kernels, but under a graph
+    # the profiler cannot tell which op launched one, and identify needs that to name its source.
+    spec = customize(spec, graphs=False).resolved() if spec.stack == "transformers" else spec.resolved()
     report(0.0, f"building {spec.id} ({spec.model}, {spec.layers} layers, {spec.dtype} on {spec.device})")
     workload = load(spec)
     if workload.model is None:

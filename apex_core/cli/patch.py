@@ -63,26 +63,37 @@ def integrate_command(
 
 def benchmark_final_command(
     workload: Annotated[str, typer.Option("--workload", help="The workload of the first benchmark, e.g. cpu-mini.")],
-    runs: Annotated[Optional[int], typer.Option(help="Pairs of runs (default: as many as the workload's last 'apex benchmark', at least 6: the fewest for a distribution-free 95% interval).")] = None,
+    runs: Annotated[Optional[int], typer.Option(help="Rounds, each arm once per round (default: as many as the workload's last 'apex benchmark', at least 6: the fewest for a distribution-free 95% interval).")] = None,
     results_dir: Annotated[Path, typer.Option(help="Where the first benchmark's results are and final.json goes.")] = Path("results"),
+    unconfined: Annotated[bool, typer.Option("--unconfined", help="Run the workers with your own rights where patched code cannot be confined (recorded in the result).")] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """The workload with and without the applied patches, alternately in one session: the tokens/s ratio with a
-    95% interval (of the median, distribution-free, from 6 pairs; t on the log ratios below), significant when it
-    excludes 1.0, drift, then every patch restored."""
+    """The workload three ways in one session: original, control (the task baselines at the winners' patch
+    points) and candidate (the winners), in rotating rounds; the kernel gain (candidate / control, what the
+    kernels earned) and the integration gain (control / original, what the adapters do, never credited), each
+    with a 95% interval, each winner's leave-one-out credit and Amdahl bound, drift; then every patch restored."""
+    from apex_core.analysis.identify_run import profiled_shares
     from apex_core.patcher.final import as_first_benchmarked, benchmark_final
 
     spec, count = as_first_benchmarked(workload, results_dir, runs)
+    shares = profiled_shares(spec.resolved(), results_dir)
     with progress_reporter("benchmark-final") as progress:
-        result = benchmark_final(spec, count, results_dir, progress=progress)
+        result = benchmark_final(spec, count, results_dir, shares=shares, unconfined=unconfined, progress=progress)
     if as_json:
         print_json(result.model_dump(mode="json"))
         return
     console.print(f"{result.workload.id}: {result.verdict}", highlight=False)
-    console.print(f"original tokens/s {', '.join(f'{v:,.0f}' for v in result.original_tokens_per_s)}", highlight=False)
-    console.print(f"patched  tokens/s {', '.join(f'{v:,.0f}' for v in result.patched_tokens_per_s)}", highlight=False)
+    for arm, values in result.tokens_per_s.items():
+        console.print(f"{arm:<{max(map(len, result.tokens_per_s))}}  tokens/s {', '.join(f'{v:,.0f}' for v in values)}",
+                      highlight=False)
+    for credit in result.credits:
+        bound = f"bound {credit.bound:.3f}x from a {credit.share:.1%} share" if credit.bound is not None else "no profiled share"
+        console.print(f"end-to-end credit of {credit.task_id}: {credit.gain.describe()}; {bound}"
+                      + ("  IMPLAUSIBLE" if credit.implausible else ""), highlight=False)
     for left_out in result.excluded:
         console.print(f"left out {left_out['task_id']}: {left_out['reason']}", highlight=False)
+    for flag in result.flags:
+        console.print(f"flagged {flag}", highlight=False)
     console.print(f"model reward {result.model_reward:.3f} ({result.reward_note})" if result.model_reward is not None
                   else f"model reward: none ({result.reward_note})", highlight=False)
     console.print(f"drift of the original over the session {result.drift:+.1%}" + ("  DRIFT" if result.drift_flagged else "")

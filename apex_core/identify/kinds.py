@@ -86,6 +86,8 @@ MODULE_RULES: tuple[tuple[re.Pattern[str], re.Pattern[str] | None, str], ...] = 
         (r"Attention$|Attn$", _ELEMENTWISE, "rope"),
         (r"Attention$|Attn$", r"mm|matmul|softmax|attention|attn|fmha|flash", "prefill_attention"),
         (r"^SiLU$|SiLUActivation", None, "silu_and_mul"),
+        # cpu-mini's MLP: its projections are child Linear modules, so its own time is the activation.
+        (r"^TaskMLP$", None, "silu_and_mul"),
         (r"MLP$", _ELEMENTWISE, "silu_and_mul"),
     )
 )

@@ -39,7 +39,8 @@ from pydantic import BaseModel, Field
 
 from apex_core.errors import ApexUserError
 from apex_core.patcher.accuracy_compare import ArmOutputs, Comparison, Thresholds, compare_arms, thresholds_for
-from apex_core.patcher.arms import ArmPatch, bound_patch, hold
+from apex_core.patcher.arms import ArmPatch, bound_patch, checked_when_applied, hold
+from apex_core.patcher.lock import ProcessIdentity
 from apex_core.progress import Progress, reporter
 from apex_core.workloads.spec import WorkloadSpec
 
@@ -119,7 +120,9 @@ def accuracy_gate(spec: WorkloadSpec, results_root: Path, *, prompts: int = DEFA
                             "integrate); the gate compares the patched model with the original")
     require_confinement("run patched code in the accuracy gate", unconfined)
     applied = [bound_patch(p.task_id or "", Path(p.solution or ""), p.point) for p in records]
-    checked = _checked_when_applied(journal, records, applied)
+    checked = checked_when_applied(records, unconfined)
+    # The gate leaves the patches as it found them: a run's own stay its own, a user's stay until apex patch restore.
+    owned = all(r.owner == ProcessIdentity.current() for r in records)
     positions = prefill_positions(spec.prompt_tokens)
     held: list[ArmPatch] | None = applied
 
@@ -127,7 +130,7 @@ def accuracy_gate(spec: WorkloadSpec, results_root: Path, *, prompts: int = DEFA
         nonlocal held
         if held != patches:
             held = None  # unknown until hold returns
-            hold(patches, results_root, checked, unconfined=unconfined)
+            hold(patches, results_root, checked, unconfined=unconfined, owned=owned)
             held = list(patches)
 
     def run(name: str) -> ArmOutputs:
@@ -175,7 +178,7 @@ def accuracy_gate(spec: WorkloadSpec, results_root: Path, *, prompts: int = DEFA
     except BaseException:
         if held != applied:
             try:
-                hold(applied, results_root, checked, unconfined=unconfined)  # as it was before the gate
+                hold(applied, results_root, checked, unconfined=unconfined, owned=owned)  # as it was before the gate
             except (ApexUserError, OSError) as error:
                 report(1.0, f"could not put the patches back ({error}); apex patch status shows what is patched")
         raise
@@ -278,21 +281,6 @@ def checked_outputs(name: str, data: object, prompts: int, tokens: int, position
     if not bool((picked == steps.amax(dim=-1)).all()):
         raise ArmFailed(f"the {name} model's greedy tokens are not the largest of its own logits")
     return ArmOutputs(prefill=prefill, decode=decode, tokens=chosen)
-
-
-def _checked_when_applied(journal: object, records: list, applied: list[ArmPatch]) -> set[tuple[str, str, str]]:
-    """(task, sha256, point) of each applied patch whose copy beside the patched module is byte for
-    byte its solution file now: that very file passed the in-model check when it was applied (a
-    confined child cannot write site-packages), so putting it back need not check it again."""
-    from apex_core.grader.solution_file import file_hash
-
-    checked: set[tuple[str, str, str]] = set()
-    for record, patch in zip(records, applied):
-        copies = [Path(e.target) for e in journal.entries_of(record.id)  # type: ignore[attr-defined]
-                  if Path(e.target).name.startswith("_apex_patch_") and Path(e.target).suffix == ".py"]
-        if patch.point and any(c.is_file() and file_hash(c) == patch.sha256 for c in copies):
-            checked.add((patch.task_id, patch.sha256, patch.point))
-    return checked
 
 
 def _names(patches: list[ArmPatch]) -> str:

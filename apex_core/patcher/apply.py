@@ -46,13 +46,15 @@ class AppliedPatch(BaseModel):
 def apply_solutions(pairs: list[tuple[str, Path]], results_root: Path, *, cache_dir: Path | None = None,
                     check_timeout_s: float = CHECK_TIMEOUT_S, device: str | None = None, points: dict[str, str] | None = None,
                     kernel_stacks: tuple[str, ...] = (), unconfined: bool = False,
-                    already_checked: frozenset[tuple[str, str, str]] = frozenset(),
+                    already_checked: frozenset[tuple[str, str, str]] = frozenset(), owned: bool = False,
                     progress: Progress | None = None) -> list[AppliedPatch]:
     """Patch each solution in, check it inside the model, keep it or roll it back alone.
     ``points``: task id -> the patch point to use; other tasks get the first installed point,
     those of ``kernel_stacks`` (the workload's ``--kernels``) first. ``already_checked``: (task id,
     solution sha256, point id) whose check inside the model passed earlier in this process (the
-    final benchmark re-applies the same files for each arm); those are not checked again."""
+    final benchmark re-applies the same files for each arm); those are not checked again. ``owned``:
+    the patches are this process's (a pipeline run, a final benchmark's arm), rolled back by the
+    next apex command once it is gone, however it ended; otherwise they stay until apex patch restore."""
     from apex_core.grader.confined import require_confinement
     from apex_core.grader.native import COMPILED_SUFFIXES
     from apex_core.tasks import get_task
@@ -71,7 +73,7 @@ def apply_solutions(pairs: list[tuple[str, Path]], results_root: Path, *, cache_
         prepared.append((task, path, point_for(task, (points or {}).get(task.id), kernel_stacks)))
     require_confinement("check patched solutions inside the model", unconfined)
     results: list[AppliedPatch] = []
-    with Patcher(results_root, cache_dir=cache_dir) as patcher:
+    with Patcher(results_root, cache_dir=cache_dir, owned=owned) as patcher:
         for index, (task, path, point) in enumerate(prepared):
             report(index / len(prepared), f"patching {task.id} at {point.id}")
             target = point.target_file()
@@ -108,7 +110,8 @@ def apply_solutions(pairs: list[tuple[str, Path]], results_root: Path, *, cache_
                 outcome.check = verify_in_model(task.id, point.id, device, check_timeout_s, unconfined=unconfined)
             if outcome.check.passed:
                 how = " (checked UNCONFINED, as asked)" if unconfined else ""
-                patcher.commit(patch_id, note=f"{point.description}; {outcome.check.shapes_checked} test shapes passed in the model{how}")
+                patcher.commit(patch_id, note=f"{point.description}; {outcome.check.shapes_checked} test shapes passed in the model{how}",
+                               sha256=outcome.sha256, checked="unconfined" if unconfined else "confined")
                 outcome.applied = True
             else:
                 outcome.reason = f"{outcome.check.stage} check failed: {outcome.check.message}"

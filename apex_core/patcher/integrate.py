@@ -88,9 +88,10 @@ class IntegrationReport(BaseModel):
 
 
 def integrate(results: Path, min_speedup: float = INTEGRATION_THRESHOLD, *, patch_results_root: Path | None = None,
-              kernel_stacks: tuple[str, ...] = (), progress: Progress | None = None) -> IntegrationReport:
+              kernel_stacks: tuple[str, ...] = (), owned: bool = False, progress: Progress | None = None) -> IntegrationReport:
     """Patch in the winners of the gradings under ``results`` (each verified against the judge's
-    ledger); ``kernel_stacks``: the workload's ``--kernels``, whose points are used where the task has one."""
+    ledger); ``kernel_stacks``: the workload's ``--kernels``, whose points are used where the task has one;
+    ``owned``: as ``apply_solutions`` takes it."""
     if not min_speedup > 0:
         raise ApexUserError(f"--min-speedup {min_speedup:g}: give a speedup above 0, e.g. 1.05")
     ledger = GradingLedger()
@@ -108,5 +109,5 @@ def integrate(results: Path, min_speedup: float = INTEGRATION_THRESHOLD, *, patc
             continue
         winners.append(candidate)
     patches = apply_solutions([(w.task_id, Path(w.solution)) for w in winners], patch_results_root or results,
-                              kernel_stacks=kernel_stacks, progress=progress) if winners else []
+                              kernel_stacks=kernel_stacks, owned=owned, progress=progress) if winners else []
     return IntegrationReport(candidates=candidates, winners=winners, patches=patches)

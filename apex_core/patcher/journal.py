@@ -66,6 +66,10 @@ class PatchRecord(BaseModel):
                                   "None when applied on purpose (apex patch apply), which stays until apex patch restore")
     created_at: str
     note: str | None = Field(default=None, description="why it was rolled back, or what it replaced")
+    sha256: str | None = Field(default=None, description="of the solution's bytes as they were patched in")
+    checked: Literal["confined", "unconfined"] | None = Field(
+        default=None, description="how its in-model check ran when it passed: a later arm of the final benchmark "
+                                  "that re-applies exactly these bytes at this point need not check them again")
 
 
 class JournalEntry(BaseModel):

@@ -35,6 +35,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -218,11 +219,14 @@ class Patcher:
             fault_point("apply:after-rename")
         fault_point("apply:after-all")
 
-    def commit(self, patch_id: str, note: str | None = None) -> None:
-        """The patch passed its checks: it stays until restored."""
+    def commit(self, patch_id: str, note: str | None = None, *, sha256: str | None = None,
+               checked: Literal["confined", "unconfined"] | None = None) -> None:
+        """The patch passed its checks: it stays until restored. ``sha256`` and ``checked``: the
+        solution's bytes and how their in-model check ran (``PatchRecord`` says why)."""
         journal = self._journal()
         record = journal.patch(patch_id)
         record.state, record.note = "applied", note or record.note
+        record.sha256, record.checked = sha256, checked
         jr.write_journal(journal)
 
     def roll_back(self, patch_id: str, note: str) -> None:

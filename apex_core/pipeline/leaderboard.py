@@ -80,7 +80,8 @@ class Leaderboard:
 
         target = resolve_target(state.config.gpu).arch
         final = state.final
-        patched = final.get("patched_tokens_per_s") or []
+        arms = final.get("tokens_per_s") if isinstance(final.get("tokens_per_s"), dict) else {}
+        patched = arms.get("candidate") or final.get("patched_tokens_per_s") or []  # runs before the control arm: two arms
         final_tps = sorted(patched)[len(patched) // 2] if patched else None
         rows = []
         for k in state.kernels:
@@ -90,7 +91,7 @@ class Leaderboard:
                          ",".join(models), apex_version(), k.final.outcome if k.final else None,
                          k.final.score if k.final else None, k.final.normalized_score if k.final else None,
                          k.final.speedup if k.final else None, int(k.integrated), state.baseline.get("tokens_per_s"),
-                         final_tps, final.get("median_ratio"), state.summary.get("model_reward"), len(k.iterations),
+                         final_tps, state.summary.get("final_ratio"), state.summary.get("model_reward"), len(k.iterations),
                          sum(turns) if turns else None, k.trajectory_id))
         with closing(sqlite3.connect(self.path, timeout=30)) as db, db:
             db.executemany(f"INSERT OR REPLACE INTO entries VALUES ({', '.join('?' * 20)})", rows)

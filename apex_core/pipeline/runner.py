@@ -56,6 +56,7 @@ def run_pipeline(config: RunConfig | None, results_root: Path, *, resume: Path |
     if resume is not None and chosen is None:
         _integrate_again_if_restored(state)
     state.observe(on_save)
+    state.run_as(whole=chosen is None)
     report = reporter(progress)
     previous_sigterm = None
     if threading.current_thread() is threading.main_thread():

@@ -218,7 +218,7 @@ def integrate_stage(state: RunState, progress: Progress | None) -> str:
     if not any(k.final for k in state.kernels):
         raise Skip("nothing was graded to integrate")
     report = integrate(state.folder / GRADINGS_DIR, state.config.min_speedup, patch_results_root=state.folder,
-                       kernel_stacks=workload_spec(state).kernels, progress=progress)
+                       kernel_stacks=workload_spec(state).kernels, owned=state.whole_run, progress=progress)
     by_task = {c.task_id: c for c in report.candidates}
     applied = {p.task_id: p for p in report.patches}
     for record in state.kernels:
@@ -229,7 +229,27 @@ def integrate_stage(state: RunState, progress: Progress | None) -> str:
                                    patch.reason if patch else candidate.why_not if candidate else "not graded")
     if not any(k.integrated for k in state.kernels):
         raise Skip("no winner: " + "; ".join(f"{k.task_id}: {k.integration_note}" for k in state.kernels))
-    return "patched in: " + ", ".join(k.task_id for k in state.kernels if k.integrated)
+    gate = accuracy_stage_gate(state, progress)
+    kept = ", ".join(k.task_id for k in state.kernels if k.integrated)
+    if not kept:
+        raise Skip(f"the accuracy gate rolled back every winner: {gate}")
+    return f"patched in: {kept}; {gate}"
+
+
+def accuracy_stage_gate(state: RunState, progress: Progress | None) -> str:
+    """The accuracy gate on what integrate applied (``apex_core.patcher.accuracy``): the patched
+    model against the original on the same prompts; a winner that makes it fail is rolled back and
+    the reason put on its record, so benchmark-final measures only winners that keep the model's
+    outputs."""
+    from apex_core.patcher.accuracy import accuracy_gate
+
+    report = accuracy_gate(workload_spec(state), state.folder, progress=progress)
+    state.accuracy = {**report.model_dump(mode="json", exclude={"workload"}), "file": str(Path(report.results_dir) / "accuracy.json")}
+    for culprit in report.culprits:
+        record = state.kernel(culprit.task_id)
+        record.integrated = False
+        record.integration_note = f"rolled back by the accuracy gate: {culprit.reason}"[:600]
+    return report.verdict
 
 
 def benchmark_final_stage(state: RunState, progress: Progress | None) -> str:
@@ -240,10 +260,11 @@ def benchmark_final_stage(state: RunState, progress: Progress | None) -> str:
     if not any(k.integrated for k in state.kernels) or journal is None or not journal.active():
         raise Skip("nothing is patched in: there is no change to measure")
     spec, runs = as_first_benchmarked(workload_spec(state).id, state.folder / BENCHMARK_DIR, state.config.final_pairs)
-    result = benchmark_final(spec, runs, state.folder, progress=progress)
-    kept = {"median_ratio", "interval", "interval_method", "interval_confidence", "significant", "original_tokens_per_s",
-            "patched_tokens_per_s", "drift", "verdict", "excluded", "model_reward"}
-    state.final = {**result.model_dump(mode="json", include=kept), "file": str(Path(result.results_dir) / "final.json")}
+    shares: dict[str, float] = {}
+    for record in state.kernels:  # a task may stand for several profiled kernels: their shares add up
+        shares[record.task_id] = shares.get(record.task_id, 0.0) + record.device_time_share
+    result = benchmark_final(spec, runs, state.folder, shares=shares, progress=progress)
+    state.final = {**result.model_dump(mode="json", exclude={"workload"}), "file": str(Path(result.results_dir) / "final.json")}
     return result.verdict
 
 
@@ -251,11 +272,17 @@ def score_stage(state: RunState, progress: Progress | None) -> str:
     graded = [k for k in state.kernels if k.final]
     integrated = [k for k in graded if k.integrated]
     kernel_score = statistics.fmean(k.final.normalized_score for k in integrated) if integrated else None  # type: ignore[union-attr]
-    ratio = state.final.get("median_ratio")
-    reward = model_reward(kernel_score, 1.0, float(ratio)) if kernel_score is not None and ratio is not None else None
+    kernel_gain = state.final.get("kernel_gain") if isinstance(state.final.get("kernel_gain"), dict) else {}
+    ratio = kernel_gain.get("median")
+    credited = bool(state.final.get("credited"))
+    # as the final benchmark decides it: credited, and told apart from noise (credit_rounds says why)
+    rewarded = float(ratio) if credited and ratio is not None and kernel_gain.get("significant") else None
+    reward = model_reward(kernel_score, rewarded) if kernel_score is not None and ratio is not None else None
+    integration = state.final.get("integration_gain") if isinstance(state.final.get("integration_gain"), dict) else {}
     state.summary = {
         "workload": state.config.workload, "agent": state.config.agent, "baseline_tokens_per_s": state.baseline.get("tokens_per_s"),
-        "final_ratio": ratio, "final_interval": state.final.get("interval"), "significant": state.final.get("significant"),
+        "final_ratio": ratio, "final_interval": kernel_gain.get("interval"), "significant": kernel_gain.get("significant"),
+        "integration_gain": integration.get("median"), "throughput_credited": credited, "flags": state.final.get("flags", []),
         "kernel_score": kernel_score, "model_reward": reward,
         "kernels": [{"task_id": k.task_id, "iterations": len(k.iterations), "best_iteration": k.best_iteration,
                      "outcome": k.final.outcome if k.final else None, "speedup": k.final.speedup if k.final else None,
@@ -268,7 +295,9 @@ def score_stage(state: RunState, progress: Progress | None) -> str:
 
         Leaderboard(state.folder.parents[1]).add_run(state)
     if reward is not None:
-        return f"model reward {reward:.3f} (kernel score {kernel_score:.3f}, tokens/s x{ratio:.3f})"
+        how = (f"kernel gain x{ratio:.3f}" if rewarded is not None else
+               f"kernel gain x{ratio:.3f} not credited" if not credited else f"kernel gain x{ratio:.3f} not significant: term 0")
+        return f"model reward {reward:.3f} (kernel score {kernel_score:.3f}, {how})"
     return f"{len(graded)} kernel(s) graded; no model reward (nothing was integrated and measured end to end)"
 
 

@@ -105,11 +105,16 @@ class RunState(BaseModel):
     baseline: dict[str, object] = Field(default_factory=dict, description="the benchmark stage's figures and file")
     identify_file: str | None = None
     kernels: list[KernelRecord] = Field(default_factory=list)
+    accuracy: dict[str, object] = Field(default_factory=dict, description="the accuracy gate's figures and file (integrate stage)")
     final: dict[str, object] = Field(default_factory=dict, description="the benchmark-final stage's figures and file")
     summary: dict[str, object] = Field(default_factory=dict, description="the score stage's results")
     reports: list[str] = Field(default_factory=list)
     _on_save: Callable[[RunState], None] | None = PrivateAttr(default=None)
     """Told after every save (the CLI's live table); never part of the state file."""
+    _whole_run: bool = PrivateAttr(default=True)
+    """A whole run restores its patches itself, so what integrate applies is the run process's own
+    (rolled back by the next apex command if the process dies unwinding nothing); a lone integrate
+    stage's patches stay for the stages run after it. Set by the runner; never in the state file."""
 
     _plain_run_id = field_validator("run_id")(_plain_name)
 
@@ -119,6 +124,13 @@ class RunState(BaseModel):
 
     def observe(self, on_save: Callable[[RunState], None] | None) -> None:
         self._on_save = on_save
+
+    @property
+    def whole_run(self) -> bool:
+        return self._whole_run
+
+    def run_as(self, *, whole: bool) -> None:
+        self._whole_run = whole
 
     def save(self) -> None:
         atomic_write(self.folder / STATE_FILE, (self.model_dump_json(indent=1) + "\n").encode())

@@ -21,7 +21,7 @@ Decode runs in one of three ways (``decode_mode``):
 
 Before a graph is used it is checked: one mix runs eagerly, then again from replays fed the eager
 run's tokens, and the logits of the first, second and last decode steps must agree
-(``graphs.REPLAY_TOLERANCE``). A capture that raises or a replay that disagrees (a patched kernel
+(``graphs.REPLAY_TOLERANCE``, per dtype). A capture that raises or a replay that disagrees (a patched kernel
 that synchronizes with the host, state the host froze into the graph) leaves decode eager for this
 workload: ``graph_fallback`` says why in one line, and the notes repeat it.
 
@@ -39,7 +39,7 @@ from typing import Any
 
 from apex_core.errors import ApexUserError
 from apex_core.models import get_model
-from apex_core.workloads.graphs import REPLAY_TOLERANCE, GraphCaptureError, capture, graph_kind, relative_error
+from apex_core.workloads.graphs import GraphCaptureError, capture, graph_kind, relative_error, replay_tolerance
 from apex_core.workloads.requests import prompt_ids, token_digest
 from apex_core.workloads.results import DecodeMode, StepTiming
 from apex_core.workloads.spec import WorkloadSpec
@@ -133,10 +133,11 @@ class EmbeddedWorkload:
             self._graph.replay()
             if index in reference:
                 error = relative_error(reference[index], self._graph_logits)
-                if not error <= REPLAY_TOLERANCE:
+                tolerance = replay_tolerance(self.spec.dtype)
+                if not error <= tolerance:
                     raise GraphCaptureError(
                         f"the replayed decode step {index + 1} of {steps} gave logits {error:.3g} away from eager decode "
-                        f"(relative L2, tolerance {REPLAY_TOLERANCE:g}): something the host decided at capture does not "
+                        f"(relative L2, tolerance {tolerance:g} in {self.spec.dtype}): something the host decided at capture does not "
                         "hold on replay")
         self._sync()
 

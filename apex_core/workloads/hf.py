@@ -189,9 +189,9 @@ def build_model(spec: WorkloadSpec, device: str | None = None) -> Any:
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch_dtype(spec.dtype))
     model.eval()
     if spec.model == "cpu-mini" and target != "meta":
-        from apex_core.workloads.cpu_mini import install_task_norms
+        from apex_core.workloads.cpu_mini import install_task_layers
 
-        install_task_norms(model)
+        install_task_layers(model)
     return model
 
 

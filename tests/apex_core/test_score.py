@@ -31,9 +31,19 @@ def test_normalized_score_is_capped_at_one():
     assert normalized_score(210.0) == pytest.approx(0.5)
 
 
-def test_model_reward_mixes_kernel_score_and_throughput_gain():
-    assert model_reward(1.0, 100.0, 120.0) == pytest.approx(0.7 + 0.3 * 0.2)
-    assert model_reward(0.5, 100.0, 90.0) == pytest.approx(0.35 - 0.03)
+def test_model_reward_mixes_kernel_score_and_the_kernel_gain():
+    assert model_reward(1.0, 1.2) == pytest.approx(0.7 + 0.3 * 0.2)
+    assert model_reward(0.5, 0.9) == pytest.approx(0.35 - 0.03)
+
+
+def test_the_throughput_term_is_clipped_so_no_forged_gain_dominates():
+    """A forged 13,000x (issue 28) once gave a model reward in the thousands."""
+    assert model_reward(1.0, 13_000.0) == pytest.approx(0.7 + 0.3 * 1.0)
+    assert model_reward(0.0, 0.01) == pytest.approx(0.3 * -0.5)
+
+
+def test_an_uncredited_gain_earns_no_throughput_term():
+    assert model_reward(0.8, None) == pytest.approx(0.7 * 0.8)
 
 
 @pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf])
@@ -42,9 +52,10 @@ def test_impossible_speedups_are_rejected(bad):
         speedup_score(bad)
 
 
-def test_model_reward_rejects_a_zero_baseline_throughput():
+@pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf])
+def test_model_reward_rejects_an_impossible_kernel_gain(bad):
     with pytest.raises(ValueError):
-        model_reward(0.5, 0.0, 10.0)
+        model_reward(0.5, bad)
 
 
 @pytest.mark.parametrize(

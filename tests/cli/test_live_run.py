@@ -13,7 +13,7 @@ from apex_core.pipeline.state import STAGES
 
 def test_the_table_shows_each_stage_and_each_kernel_as_the_run_changes(tmp_path):
     seen = []
-    state = run_pipeline(RunConfig(workload="cpu-mini", leaderboard=False), tmp_path, only=("identify",),
+    state = run_pipeline(RunConfig(workload="cpu-mini", top_k=1, leaderboard=False), tmp_path, only=("identify",),
                          on_save=lambda s: seen.append((s.stages["identify"].status, len(s.kernels))))
     assert ("running", 0) in seen and seen[-1] == ("done", 1)
     console = Console(record=True, width=160)

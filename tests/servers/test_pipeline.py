@@ -27,12 +27,12 @@ def test_run_pipeline_optimizes_cpu_mini_and_the_other_tools_read_the_run(tmp_pa
     monkeypatch.chdir(tmp_path)
     assert asyncio.run(_call("list_runs", {})).structured_content == {"runs": []}
     progress: list[tuple[float, str]] = []
-    ran = asyncio.run(_call("run_pipeline", {"workload": "cpu-mini", "runs": 2, "iterations": 1}, progress))
+    ran = asyncio.run(_call("run_pipeline", {"workload": "cpu-mini", "runs": 2, "iterations": 1, "top_k": 1}, progress))
     assert not ran.is_error, ran.content
     run = ran.structured_content
     assert [s["status"] for s in run["stages"]] == ["done"] * 8
     assert progress[0] == (0.0, "benchmark: starting") and progress[-1][0] == 100.0 and progress[-1][1].startswith("report: done")
-    assert any(m.startswith("benchmark-final: pair 1/6") for _, m in progress)  # 2 runs, and the 6 pairs of a 95% interval
+    assert any(m.startswith("benchmark-final: round 1/6") for _, m in progress)  # 2 runs, and the 6 pairs of a 95% interval
     journal = status()
     assert journal is None or not journal.active()
     assert run["kernels"][0]["integrated"] and run["model_reward"] > 0.7 and len(run["reports"]) == 2

@@ -344,14 +344,14 @@ PATCHER_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("patch_status", {}, "patched"),
     ("apply_patch", {"task_id": "cpu-mini__rms_norm", "solution_path": str(REPO_ROOT / CANNED)}, "check"),
     ("check_accuracy", {"workload": "cpu-mini", "prompts": 2, "tokens": 4}, "kept"),  # the canned solution passes: kept
-    ("run_final_benchmark", {"workload": "cpu-mini", "runs": 2}, "median_ratio"),  # restores at its end
+    ("run_final_benchmark", {"workload": "cpu-mini", "runs": 2}, "kernel_gain"),  # restores at its end
     ("integrate_winners", {"results_dir": "results"}, "winners"),  # the test's results/ holds no gradings
     ("restore_patches", {}, "restored"),
 ]
 """The patcher server's tools, in an order that leaves nothing patched."""
 PIPELINE_CALLS = [
     ("list_runs", {}, "runs"),
-    ("run_pipeline", {"workload": "cpu-mini", "runs": 2, "iterations": 1}, "run_id"),  # every stage; patches restored
+    ("run_pipeline", {"workload": "cpu-mini", "runs": 2, "iterations": 1, "top_k": 1}, "run_id"),  # every stage; patches restored
     ("pipeline_status", {}, "run_id"),
     ("show_leaderboard", {}, "standings"),
     ("export_rl_dataset", {"output_dir": "results/export", "sft": True}, "rows"),

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from apex_core.kernels.roofline import Roofline, dtype_bytes
 from apex_core.kernels import seeded
 
@@ -26,6 +28,13 @@ def reference_torch(x: Any) -> Any:
 
     gate, up = x.to(torch.float32).chunk(2, dim=-1)
     return (torch.nn.functional.silu(gate) * up).to(x.dtype)
+
+
+def reference_numpy(x: np.ndarray) -> np.ndarray:
+    """The NumPy reference: computed in float64 and returned in x's dtype."""
+    x64 = x.astype(np.float64)
+    gate, up = np.split(x64, 2, axis=-1)
+    return (gate / (1.0 + np.exp(-gate)) * up).astype(x.dtype)
 
 
 def input_rows(shape: dict[str, int], params: dict[str, Any]) -> int:
@@ -46,7 +55,17 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
     return (x.to(getattr(torch, dtype)).to(device),)
 
 
+def make_inputs_numpy(shape: dict[str, int], dtype: str, seed: int, device: str, params: dict[str, Any]) -> tuple:
+    """x of (rows, 2 * intermediate) as a NumPy array; ``device`` must be 'cpu'."""
+    if device != "cpu":
+        raise ValueError(f"NumPy inputs live on the CPU, not on {device!r}")
+    rng = np.random.default_rng(seed)
+    rows = shape.get("rows", shape.get("tokens", 0))
+    return (rng.standard_normal((rows, 2 * shape["intermediate"])).astype(np.dtype(dtype)),)
+
+
 def roofline(shape: dict[str, int], dtype: str, params: dict[str, Any]) -> Roofline:
     """Read 2·I and write I elements per row."""
-    outputs = input_rows(shape, params) * shape["intermediate"]
+    rows = shape["rows"] if "rows" in shape else input_rows(shape, params)
+    outputs = rows * shape["intermediate"]
     return Roofline(bytes_moved=3 * outputs * dtype_bytes(dtype), flops=FLOPS_PER_OUTPUT * outputs)

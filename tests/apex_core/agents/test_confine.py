@@ -51,7 +51,7 @@ PROBE = """
     connection.close()
     print(json.dumps({
         "site-packages": attempt(lambda: write(os.path.join(site, "apex_session_probe.pth"))),
-        "apex_core": attempt(lambda: write(os.path.join(repository, "apex_core", "score.py"))),
+        "apex_core": attempt(lambda: write(os.path.join(repository, "apex_core", "_apex_session_probe.py"))),
         "reference": attempt(lambda: open(reference).read()),
         "secret": attempt(lambda: open(secret).read()),
         "own folder": attempt(lambda: write(os.path.join(folder, "solution.py"))),
@@ -92,6 +92,7 @@ def test_a_session_writes_only_its_folder_and_sees_no_reference_solution_home_or
     assert seen["reference"] == seen["secret"] == "ENOENT"
     assert seen["own folder"] == seen["home"] == "ok" and (folder / "solution.py").is_file()
     assert not Path(site, "apex_session_probe.pth").exists()
+    assert not (REPO_ROOT / "apex_core" / "_apex_session_probe.py").exists()  # a canary: no real module is ever at risk
     assert seen["judge"] == "ESRCH" and max(seen["pids"]) < 100  # a PID namespace of its own
     assert seen["uid"] == 65534 and int(seen["capabilities"], 16) == 0
     assert heard == b"from inside"  # the host's network: its CLI must reach its model's API

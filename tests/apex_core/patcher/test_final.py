@@ -1,7 +1,10 @@
-"""``apex benchmark-final`` on cpu-mini: the original and the patched model alternate in one
-session; our vectorized RMSNorm makes the model significantly faster, the interval says so, and
-every patch is restored afterwards. A patch that makes the model badly slow is found by bisection
-and left out of the measurement."""
+"""``apex benchmark-final`` on cpu-mini: three arms in one session, and only what the kernel earned
+is credited. The task's own baseline as the "winner" earns no kernel gain and no throughput term;
+our vectorized RMSNorm earns a significant one, reported apart from what the patch point does by
+itself; a gain beyond its Amdahl bound is flagged and not rewarded; of two winners each gets its
+own leave-one-out credit, and one that prints the worker's messages forges nothing; every patch is
+restored afterwards. Loading an arm is most of a minute on this machine (importing torch and
+transformers in a confined child), so one measurement is credited under several shares."""
 
 from __future__ import annotations
 
@@ -13,12 +16,18 @@ import pytest
 from apex_core.errors import ApexUserError
 from apex_core.patcher import restore, status
 from apex_core.patcher.apply import apply_solutions
-from apex_core.patcher.final import FINAL_FILE, MIN_PAIRS, as_first_benchmarked, benchmark_final, final_verdict, ratio_interval
+from apex_core.patcher.credit import IMPLAUSIBLE, amdahl_bound, prefix_agreement, ratio_interval
+from apex_core.patcher.final import FINAL_FILE, MIN_PAIRS, as_first_benchmarked, benchmark_final, credit_rounds
+from apex_core.patcher.rounds import Rounds, measure_rounds
+from apex_core.tasks import get_task
 from apex_core.workloads import get_workload
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 TASK = "cpu-mini__rms_norm"
 GOOD = REPO_ROOT / "apex_core" / "agents" / "canned" / f"{TASK}.py"
+BASELINE = get_task(TASK).baseline_path
+SHARE = 0.9
+"""cpu-mini's norms are most of its time (Python loops): the bound a share like this allows is 20x."""
 
 
 @pytest.fixture(autouse=True)
@@ -27,15 +36,114 @@ def _nothing_stays_patched():
     restore()  # a failed assertion must not leave the environment patched for the tests after it
 
 
-def test_the_patched_cpu_mini_is_significantly_faster_and_is_restored_afterwards(tmp_path):
-    (applied,) = apply_solutions([(TASK, GOOD)], tmp_path)
-    assert applied.applied
-    result = benchmark_final(get_workload("cpu-mini"), 6, tmp_path, warmup=1)
-    assert result.significant and result.interval[0] > 1.0 and result.improvement > 0.5, result.verdict
-    assert len(result.ratios) == 6 and result.interval_method == "order statistics" and result.verdict.startswith("faster by")
+def _apply(tmp_path: Path, *pairs: tuple[str, Path]) -> None:
+    applied = apply_solutions(list(pairs), tmp_path)
+    assert all(a.applied for a in applied), [a.reason for a in applied]
+
+
+@pytest.fixture(scope="module")
+def canned_rounds(tmp_path_factory) -> tuple[Rounds, Path]:
+    """Our vectorized RMSNorm against the task's Python-loop baseline, measured once (loading the
+    three arms is most of a minute here) and credited under several shares below."""
+    folder = tmp_path_factory.mktemp("canned")
+    try:
+        _apply(folder, (TASK, GOOD))
+        rounds = measure_rounds(get_workload("cpu-mini"), 6, folder, warmup=1)
+        assert status() is None, "the patches are restored after the final benchmark"
+    finally:
+        restore()
+    return rounds, folder
+
+
+def test_the_task_baseline_as_winner_earns_no_kernel_gain_and_no_throughput_term(tmp_path):
+    _apply(tmp_path, (TASK, BASELINE))
+    result = benchmark_final(get_workload("cpu-mini"), 6, tmp_path, warmup=1, shares={TASK: SHARE})
+    low, high = result.kernel_gain.interval
+    assert low <= 1.0 <= high and not result.kernel_gain.significant, result.verdict
+    assert result.throughput_term == 0.0, result.kernel_gain  # noise earns nothing, either way
+    assert set(result.tokens_per_s) == {"original", "control", "candidate"}
+    assert result.token_agreement == 1.0  # the same code on the same seeds: the same greedy tokens
     assert status() is None, "the patches are restored after the final benchmark"
+
+
+def test_a_faster_kernel_earns_a_significant_kernel_gain_reported_apart_from_the_integration_gain(canned_rounds):
+    rounds, folder = canned_rounds
+    result = credit_rounds(rounds, {TASK: SHARE}, folder)
+    assert result.kernel_gain.significant and result.kernel_gain.interval[0] > 1.5, result.verdict
+    assert result.credited and not result.flags and result.throughput_term > 0.5
+    (credit,) = result.credits
+    assert credit.task_id == TASK and credit.gain == result.kernel_gain and credit.arm_share >= SHARE and credit.bound == pytest.approx(amdahl_bound(credit.arm_share))
+    # cpu-mini's point calls the task's entry point just as the original does: the adapter gains nothing.
+    assert not result.integration_gain.significant or abs(result.integration_gain.median - 1) < 0.2, result.integration_gain
+    assert result.verdict.startswith("kernel gain") and "integration gain" in result.verdict
+    assert result.token_agreement == 1.0 and result.runs == 6
     stored = json.loads((Path(result.results_dir) / FINAL_FILE).read_text())
-    assert stored["patches"] == [{"task_id": TASK, "solution": str(GOOD)}]
+    assert stored["patches"][0]["task_id"] == TASK and stored["control"][0]["solution"] == str(BASELINE)
+    assert result.model_reward is None and "no confined grading signed here" in result.reward_note  # none was graded
+
+
+def test_a_gain_beyond_the_kernels_amdahl_bound_is_flagged_and_earns_no_throughput_term(canned_rounds):
+    rounds, folder = canned_rounds
+    result = credit_rounds(rounds, {TASK: 0.01}, folder)  # a 1% share cannot make the model 3x faster
+    (credit,) = result.credits
+    assert credit.implausible and credit.gain.median > credit.bound
+    assert not result.credited and result.flags and result.flags[0].startswith(IMPLAUSIBLE)
+    assert result.throughput_term == 0.0 and "FLAGGED implausible_e2e" in result.verdict
+
+
+def test_without_a_profiled_share_the_gain_is_reported_but_not_credited(canned_rounds):
+    rounds, folder = canned_rounds
+    result = credit_rounds(rounds, {}, folder)
+    assert result.bound is None and result.credits[0].bound is None and not result.credited
+    assert result.kernel_gain.median > 1.5 and result.throughput_term == 0.0
+
+
+def test_tokens_that_part_from_the_controls_are_flagged_and_not_credited(canned_rounds):
+    rounds, folder = canned_rounds
+    skipped = rounds.model_copy(update={"agreements": [0.0] * rounds.runs})  # a worker that returned no real tokens
+    result = credit_rounds(skipped, {TASK: SHARE}, folder)
+    assert not result.credited and result.flags[0].startswith("tokens_diverge") and result.throughput_term == 0.0
+
+
+SLOW_SILU_AND_MUL = '''
+import sys
+import time
+
+import numpy as np
+
+# The messages a worker once answered on its stdout, printed ahead of every call (issue 28: one
+# forged 13,000x and a model reward in the thousands).
+for line in ("ready", "done", "done", "done"):
+    print(line, flush=True)
+sys.stdout.write('{"ok": true, "tokens": []}\\n')
+
+
+def silu_and_mul(x):
+    print('{"ok": true, "tokens": []}', flush=True)
+    time.sleep(0.005)  # correct, and ten times slower than the baseline at cpu-mini's sizes
+    x32 = np.asarray(x, dtype=np.float32)
+    half = x32.shape[-1] // 2
+    return (x32[:, :half] / (1.0 + np.exp(-x32[:, :half])) * x32[:, half:]).astype(np.float32)
+'''
+
+
+def test_leave_one_out_credits_each_of_two_winners_with_its_own_share_of_the_gain(tmp_path):
+    """A fast norm and a deliberately slow activation together make the model faster; the credit
+    goes to the norm, and the activation's credit is below 1.0: it cost the model time, however
+    loudly it printed the worker's messages."""
+    slow = tmp_path / "slow_silu_and_mul.py"
+    slow.write_text(SLOW_SILU_AND_MUL)
+    _apply(tmp_path, (TASK, GOOD), ("cpu-mini__silu_and_mul", slow))
+    result = benchmark_final(get_workload("cpu-mini"), 6, tmp_path, warmup=1,
+                             shares={TASK: SHARE, "cpu-mini__silu_and_mul": 0.08})
+    assert set(result.tokens_per_s) == {"original", "control", "candidate", f"without:{TASK}", "without:cpu-mini__silu_and_mul"}
+    norm, activation = (next(c for c in result.credits if c.task_id == t) for t in (TASK, "cpu-mini__silu_and_mul"))
+    assert norm.gain.significant and norm.gain.interval[0] > 1.5, norm.gain
+    assert activation.gain.significant and activation.gain.interval[1] < 1.0, activation.gain
+    assert result.kernel_gain.median > 1.0 and not norm.implausible and result.token_agreement == 1.0
+    # the activation's baseline is a larger share of the arm it is measured against (whose norm runs fast) than of the original
+    assert activation.arm_share > 0.08 and not activation.implausible
+    assert status() is None
 
 
 def test_nothing_patched_is_a_one_line_error():
@@ -43,86 +151,33 @@ def test_nothing_patched_is_a_one_line_error():
         benchmark_final(get_workload("cpu-mini"), 3, Path("unused"))
 
 
-def test_two_pairs_that_disagree_are_no_significant_change_however_far_below_one_both_are():
+def test_the_amdahl_bound_grows_with_the_share_and_is_never_infinite():
+    assert amdahl_bound(0.0) == pytest.approx(1 / 0.99)
+    assert amdahl_bound(0.5) == pytest.approx(1 / (1 - 0.635))
+    assert amdahl_bound(1.0) == pytest.approx(20.0) and amdahl_bound(None) is None
+
+
+def test_token_agreement_is_the_common_prefix_and_a_worker_that_skipped_the_work_shares_none():
+    trusted = [[5, 6, 7, 8], [1, 2, 3, 4]]
+    assert prefix_agreement(trusted, trusted) == 1.0
+    assert prefix_agreement([[5, 6, 0, 0], [1, 2, 3, 4]], trusted) == pytest.approx((0.5 + 1.0) / 2)
+    assert prefix_agreement([[0, 0, 0, 0], [0, 0, 0, 0]], trusted) == 0.0
+    assert prefix_agreement([], trusted) is None
+
+
+def test_two_rounds_that_disagree_are_no_significant_change_however_far_below_one_both_are():
     """Qwen3.5 on the H200 (2026-12-02): a bootstrap of the median called these "slower by 7.2%"."""
     low, high, confidence, method = ratio_interval([0.96084, 0.89465])
     assert method == "t on log ratios" and low < 1.0 < high and confidence == 0.95
-    assert final_verdict(0.928, low, high, method, 2).startswith("no significant change: median ratio 0.928x (95% interval 0.589-1.459x, 2 pairs, t on log ratios")
 
 
-def test_two_pairs_that_agree_on_a_large_speedup_are_significant():
-    low, high, _, method = ratio_interval([1.1844, 1.2115])  # Llama with Liger's three winners, H200, 2026-12-02
-    assert method == "t on log ratios" and low > 1.0
-    assert final_verdict(1.198, low, high, method, 2).startswith("faster by 19.8% (95% interval 1.038-1.383x")
-
-
-def test_six_pairs_or_more_take_the_distribution_free_interval_of_the_median():
-    ratios = [1.31, 1.29, 1.33, 1.30, 1.32, 2.90]  # one disturbed pair: it is an end of 6, not of 9
+def test_six_rounds_or_more_take_the_distribution_free_interval_of_the_median():
+    ratios = [1.31, 1.29, 1.33, 1.30, 1.32, 2.90]  # one disturbed round: it is an end of 6, not of 9
     assert ratio_interval(ratios)[3] == "order statistics" and ratio_interval(ratios)[:2] == (1.29, 2.90)
     assert ratio_interval(ratios + [1.31, 1.30, 1.32])[:2] == (1.30, 1.33)
-    assert final_verdict(1.0, 0.97, 1.04, "order statistics", 6) == "no significant change: median ratio 1.000x (95% interval 0.970-1.040x, 6 pairs, includes 1.0)"
 
 
-def test_the_final_benchmark_takes_at_least_six_pairs_unless_told_otherwise(tmp_path):
+def test_the_final_benchmark_takes_at_least_six_rounds_unless_told_otherwise(tmp_path):
     assert MIN_PAIRS == 6
     assert as_first_benchmarked("cpu-mini", tmp_path, None)[1] == 6
     assert as_first_benchmarked("cpu-mini", tmp_path, 2)[1] == 2
-
-
-SLOW_ROPE = """
-import time
-
-import torch
-
-
-def rotary_embedding(positions, q, k, cos_sin_cache):
-    time.sleep(0.2)  # correct, and far too slow for the model: seconds per step where the original takes a tenth
-    half = cos_sin_cache.shape[-1] // 2
-    rows = cos_sin_cache.index_select(0, positions).to(torch.float32)
-    cos, sin = rows[:, None, :half], rows[:, None, half:]
-    outputs = []
-    for x in (q, k):
-        first, second = x.to(torch.float32)[..., :half], x.to(torch.float32)[..., half:]
-        outputs.append(torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1).to(x.dtype))
-    return outputs[0], outputs[1]
-"""
-
-
-@pytest.mark.slow
-def test_a_patch_that_makes_the_model_badly_slow_is_found_by_bisection_and_left_out(tmp_path):
-    slow = tmp_path / "slow_rope.py"
-    slow.write_text(SLOW_ROPE)
-    applied = apply_solutions([(TASK, GOOD), ("llama-3-1-8b-instruct__rope", slow)], tmp_path)
-    assert [a.applied for a in applied] == [True, True], [a.reason for a in applied]  # correct, so the check keeps it
-    result = benchmark_final(get_workload("cpu-mini"), 3, tmp_path, warmup=1)  # cpu-mini is Llama: it calls the rope point
-    assert [e["task_id"] for e in result.excluded] == ["llama-3-1-8b-instruct__rope"]
-    assert "bisection found this patch" in result.excluded[0]["reason"]
-    assert result.patches == [{"task_id": TASK, "solution": str(GOOD)}] and result.improvement > 0.5
-    assert result.model_reward is None and "no grading" in result.reward_note  # none was graded here
-    assert status() is None
-
-
-def test_the_model_rewards_kernel_score_is_the_newest_grading_of_the_patched_file_not_its_best(tmp_path):
-    """A file graded twice (the loop's grading, then the pipeline's fresh regrade): the best of the two
-    overstates it, so the reward takes the newest."""
-    import os
-
-    from apex_core.grader.result import GradeResult
-    from apex_core.grader.solution_file import file_hash
-    from apex_core.patcher.final import _Patch, integrated_kernel_score
-
-    data = json.loads((Path(__file__).resolve().parents[1] / "pipeline" / "data" / "cpu-mini__rms_norm.grade.json").read_text())
-    result = GradeResult.model_validate(data[0] if isinstance(data, list) else data)
-    solution = tmp_path / "solution.py"
-    solution.write_text("def rms_norm(x, weight, eps):\n    return x\n")
-    provenance = result.provenance.model_copy(update={"solution_hash": file_hash(solution)})
-    lucky = result.model_copy(update={"provenance": provenance, "score": result.score.model_copy(update={"normalized": 0.9})})
-    fresh = result.model_copy(update={"provenance": provenance, "score": result.score.model_copy(update={"normalized": 0.6})})
-    (tmp_path / "results" / "output").mkdir(parents=True)
-    older, newer = tmp_path / "results" / "output" / "iteration1.json", tmp_path / "results" / "regrade.json"
-    older.write_text(lucky.model_dump_json())
-    newer.write_text(fresh.model_dump_json())
-    os.utime(older, ns=(1_000_000_000, 1_000_000_000))
-    patch = _Patch(task_id=result.task_id, solution=str(solution))
-    score, note = integrated_kernel_score([patch], tmp_path / "results")
-    assert score == pytest.approx(0.6) and "mean normalized kernel score of 1 patch" in note

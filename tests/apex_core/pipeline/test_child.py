@@ -30,7 +30,7 @@ from apex_core.pipeline.runner import run_pipeline
 from apex_core.pipeline.state import RUNS_DIR, RunState, load_run
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-CONFIG = RunConfig(workload="cpu-mini", runs=2, iterations=1, leaderboard=False)
+CONFIG = RunConfig(workload="cpu-mini", runs=2, iterations=1, top_k=1, leaderboard=False)
 GRADED = ("benchmark", "identify", "optimize", "grade")
 PARENT = """
 import json, sys
@@ -58,14 +58,26 @@ def _nothing_patched() -> bool:
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory: pytest.TempPathFactory) -> RunState:
+def judge_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cache, and so the judge's ledger, the graded run was signed in."""
+    return tmp_path_factory.mktemp("apex-cache")
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory, judge_cache: Path) -> RunState:
     """One cpu-mini run taken in-process through grade: what is left is integrate and after."""
     from apex_core.sources.index import SOURCE_CACHE_ENV, source_cache_dir
 
     with pytest.MonkeyPatch.context() as patch:  # as conftest's _private_cache, which a module fixture runs before
         patch.setenv(SOURCE_CACHE_ENV, str(source_cache_dir()))  # the shared index: a cold one takes 20 s
-        patch.setenv("APEX_CACHE_DIR", str(tmp_path_factory.mktemp("apex-cache")))
+        patch.setenv("APEX_CACHE_DIR", str(judge_cache))
         return run_pipeline(CONFIG, tmp_path_factory.mktemp("graded"), only=GRADED)
+
+
+@pytest.fixture
+def same_judge(judge_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resumed copy integrates only gradings its judge signed: the graded run's ledger, not this test's."""
+    monkeypatch.setenv("APEX_CACHE_DIR", str(judge_cache))
 
 
 def _copy_of(state: RunState, results_root: Path) -> Path:
@@ -129,7 +141,7 @@ def test_a_run_through_the_child_gives_the_same_state_as_one_in_process(graded, 
     assert seen[0] == "benchmark: starting" and seen[-1].startswith("identify: done: 1 kernel(s) to optimize: cpu-mini__rms_norm")
 
 
-def test_killing_the_parent_mid_benchmark_final_leaves_the_environment_unpatched(graded, tmp_path, leftovers):
+def test_killing_the_parent_mid_benchmark_final_leaves_the_environment_unpatched(graded, same_judge, tmp_path, leftovers):
     folder = _copy_of(graded, tmp_path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     with open(tmp_path / "stderr.txt", "wb") as stderr:  # a file: a pipe nobody reads would stall the orphan's unwinding
@@ -137,17 +149,19 @@ def test_killing_the_parent_mid_benchmark_final_leaves_the_environment_unpatched
                                   stderr=stderr, env=env, cwd=tmp_path, text=True)
     assert parent.stdout is not None
     child = None
+    said: list[str] = []
     for raw in parent.stdout:
         line = json.loads(raw)
+        said.append(line.get("message", ""))
         child = line.get("child", child)
         if child is not None and child not in leftovers.children:
             leftovers.children.append(child)
-        if line.get("message", "").startswith("benchmark-final: patching"):
+        if line.get("message", "").startswith("benchmark-final: loading the candidate arm"):
             break
     assert child is not None, (tmp_path / "stderr.txt").read_text()[-3000:]
-    deadline = time.monotonic() + 60
-    while _patch_folder() == leftovers.before:  # benchmark-final puts the winner back in, then starts the workers
-        assert time.monotonic() < deadline, "benchmark-final never patched the winner back in"
+    deadline = time.monotonic() + 120
+    while _patch_folder() == leftovers.before:  # the candidate arm's winner is put back in (the control's baseline was)
+        assert time.monotonic() < deadline, f"benchmark-final never patched the winner back in; the run said {said[-8:]}"
         time.sleep(0.02)
     parent.kill()
     parent.wait()
@@ -158,7 +172,7 @@ def test_killing_the_parent_mid_benchmark_final_leaves_the_environment_unpatched
     assert _nothing_patched() and _patch_folder() == leftovers.before, (tmp_path / "stderr.txt").read_text()[-3000:]
 
 
-def test_cancelling_the_awaited_run_mid_integrate_stops_the_child_and_it_restores(graded, tmp_path, leftovers):
+def test_cancelling_the_awaited_run_mid_integrate_stops_the_child_and_it_restores(graded, same_judge, tmp_path, leftovers):
     folder = _copy_of(graded, tmp_path)
     patched_when_cancelled: list[bool] = []
 

@@ -24,7 +24,7 @@ def results(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("export")
     recorded = root / "recorded.json"
     recorded.write_text(json.dumps({"task_id": TASK, "iterations": [{"solution_code": WRONG}, {"solution_code": GOOD}]}))
-    config = RunConfig(workload="cpu-mini", iterations=2, leaderboard=False, replay_from=str(recorded))
+    config = RunConfig(workload="cpu-mini", iterations=2, top_k=1, leaderboard=False, replay_from=str(recorded))
     run_pipeline(config, root, only=("identify", "optimize"))
     return root
 

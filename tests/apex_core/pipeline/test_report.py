@@ -144,10 +144,8 @@ def realistic_state(tmp_path: Path) -> RunState:
                      integrated=False, integration_note="credited speedup 1.000x is under the 1.05x needed", trajectory_id="t-rope"),
     ]
     state.kernels[1].iterations[1].grade.rl_reward = None  # an infrastructure error: the line breaks there
-    originals, patcheds = [2410.0, 2398.5, 2421.0, 2405.3, 2415.8], [2489.1, 2470.2, 2502.7, 2481.0, 2494.4]
-    state.final = {"median_ratio": 1.0327, "interval": [1.0281, 1.0352], "interval_method": "order statistics", "significant": True, "original_tokens_per_s": originals,
-                   "patched_tokens_per_s": patcheds, "drift": 0.0041, "verdict": "faster by 3.3% (95% interval 1.028-1.035x)",
-                   "excluded": [], "model_reward": 0.7098, "file": str(folder / "final" / "final.json")}
+    state.final = three_arm_final(folder)
+    state.accuracy = gate_figures(folder)
     state.summary = {"model_reward": 0.7098, "kernel_score": 1.0, "final_ratio": 1.0327}
     summaries = {"benchmark": "2,412 tokens/s over 5 runs, CV 1.2%", "identify": "2 kernel(s) to optimize",
                  "optimize": "llama__rms_norm: best iteration 3 of 3", "grade": "llama__rms_norm ok 1.320x",
@@ -155,6 +153,39 @@ def realistic_state(tmp_path: Path) -> RunState:
     state.stages.update({name: stage("done", 60.0 * (i + 1), said) for i, (name, said) in enumerate(summaries.items())})
     state.stages["report"] = StageRecord(status="running", started_at="2025-03-01T12:00:00+00:00")
     return state
+
+
+def gain(median: float, low: float, high: float, significant: bool) -> dict:
+    return {"median": median, "interval": [low, high], "interval_method": "order statistics", "significant": significant}
+
+
+def three_arm_final(folder: Path) -> dict:
+    """The final benchmark's figures as ``FinalBenchmark`` dumps them: 6 rounds, one winner."""
+    arms = {"original": [2410.0, 2398.5, 2421.0, 2405.3, 2415.8, 2409.9],
+            "control": [2650.2, 2640.1, 2661.7, 2644.0, 2655.3, 2649.8],
+            "candidate": [2730.5, 2719.0, 2745.1, 2722.9, 2736.4, 2731.7]}
+    return {"tokens_per_s": arms, "kernel_gain": gain(1.0304, 1.0291, 1.0314, True),
+            "integration_gain": gain(1.0996, 1.0979, 1.1003, True),
+            "credits": [{"task_id": "llama__rms_norm", "point": "liger.rms_norm", "share": 0.183, "bound": 1.3197,
+                         "gain": gain(1.0304, 1.0291, 1.0314, True), "implausible": False}],
+            "bound": 1.3197, "token_agreement": 0.97, "flags": [], "credited": True, "original_cv": 0.0033, "drift": 0.0041,
+            "excluded": [], "verdict": "kernel gain 1.030x (95% interval 1.029-1.031x, 6 rounds, significant)",
+            "model_reward": 0.7091, "file": str(folder / "final" / "final.json")}
+
+
+def gate_figures(folder: Path) -> dict:
+    """The accuracy gate's report as ``AccuracyReport`` dumps it: the winner passed."""
+    figures = {"logits": {"positions": 96, "max_abs": 0.004, "max_abs_ratio": 0.0011, "relative": 0.0031, "kl_max": 2.1e-6,
+                          "kl_mean": 8e-7, "worst": "prompt 2, decode step 4"},
+               "tokens": {"sequences": 4, "compared": 68, "agreed": 68, "near_ties": 0, "flip": None}}
+    patch = {"task_id": "llama__rms_norm", "solution": str(folder / "output" / "llama__rms_norm" / "solution_best.py"),
+             "point": "liger.rms_norm", "sha256": "0" * 64}
+    return {"prompts": 4, "prompt_tokens": 512, "tokens": 16, "thresholds": {"dtype": "bfloat16", "relative": 0.02, "max_abs": 0.04,
+                                                                               "kl": 0.0018, "tie": 0.04},
+            "trials": [{"patches": [patch], "comparison": {**figures, "passed": True, "reason": "within every threshold"},
+                        "passed": True, "reason": "within every threshold"}],
+            "culprits": [], "kept": [patch], "passed": True, "verdict": "every patch passed: llama__rms_norm",
+            "file": str(folder / "accuracy" / "accuracy.json")}
 
 
 def stopped_state(tmp_path: Path) -> RunState:
@@ -194,9 +225,21 @@ def test_the_markdown_has_a_row_per_kernel_with_its_grading_and_integration(tmp_
     assert len(rows) == 2
     assert "18.3%" in rows[0] and "| 3 | 3 |" in rows[0] and "1.328x (1.240-1.410x)" in rows[0] and "yes: patched at liger.rms_norm" in rows[0]
     assert "1.000x (0.970-1.040x)" in rows[1] and "no: credited speedup 1.000x is under the 1.05x needed" in rows[1]
-    assert "- **Model reward:** 0.710" in markdown and "- **Median ratio:** 1.033x (95% interval 1.028-1.035x, order statistics)" in markdown
-    assert "| 1 | 2,410.0 | 2,489.1 | 1.033x |" in markdown
+    assert "- **Model reward:** 0.710" in markdown
+    assert "- **Kernel gain (candidate / control, credited):** 1.030x (95% interval 1.029-1.031x, order statistics; significant)" in markdown
+    assert "never credited):** 1.100x" in markdown and "| 1 | 2,410.0 | 2,650.2 | 2,730.5 |" in markdown
+    assert "| llama__rms_norm | 0.0031 | 0.0011 | 2.1e-06 | 68/68 | passed |" in markdown  # the accuracy gate's figures
     assert "| `report` | running (this report) |" in markdown
+
+
+def test_a_run_from_before_the_control_arm_still_shows_its_two_arms(tmp_path):
+    state = realistic_state(tmp_path)
+    state.final = {"median_ratio": 1.0327, "interval": [1.0281, 1.0352], "interval_method": "order statistics",
+                   "significant": True, "original_tokens_per_s": [2410.0, 2398.5], "patched_tokens_per_s": [2489.1, 2470.2],
+                   "drift": 0.0041, "verdict": "faster by 3.3%", "excluded": [], "file": str(state.folder / "final.json")}
+    markdown = write_reports(state)[0].read_text(encoding="utf-8")
+    assert "original vs patched; before the control arm" in markdown and "| 1 | 2,410.0 | 2,489.1 | 1.033x |" in markdown
+    assert "it includes what the patch adapters do by themselves" in markdown
 
 
 def test_the_device_time_plot_takes_geometric_means_of_the_graders_timings(tmp_path):

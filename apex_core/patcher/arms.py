@@ -1,0 +1,157 @@
+"""The final benchmark's arms: which solution sits at which patch point in each, how the
+environment is made to hold exactly that, and the confined worker that runs one arm.
+
+An arm is a set of patches (task, solution file, point). The original arm has none; the control
+has each integrated kernel's task *baseline* at the winner's point; the candidate has the winners;
+with two winners or more, "without k" is the candidate with kernel k's baseline back. A worker is
+started while the environment holds its arm and warmed up (every module imported, every kernel
+compiled), so it keeps that code when the environment changes for the next arm; once every worker
+is loaded the environment is restored and the arms are stepped in turn.
+
+Every solution is bound to its sha256 when the benchmark starts: an arm is never built from a file
+that changed since (an agent's process editing its winner mid-benchmark changes nothing measured).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from apex_core.errors import ApexUserError
+from apex_core.grader.confined import ChildFailed, ConfinedChild
+from apex_core.grader.solution_file import file_hash
+from apex_core.patcher.journal import PatchRecord
+from apex_core.workloads.spec import WorkloadSpec
+
+ORIGINAL, CONTROL, CANDIDATE = "original", "control", "candidate"
+WITHOUT = "without:"
+LOAD_TIMEOUT_S = 1800.0
+STEP_TIMEOUT_S = 900.0
+
+
+class ArmPatch(BaseModel):
+    task_id: str
+    solution: str
+    point: str | None = None
+    sha256: str
+
+
+class Arm(BaseModel):
+    name: str
+    """original, control, candidate, or without:<task id>."""
+    patches: list[ArmPatch]
+
+
+def bound_patch(task_id: str, solution: Path, point: str | None) -> ArmPatch:
+    if not solution.is_file():
+        raise ApexUserError(f"{task_id}: its solution {solution} is gone; nothing was measured")
+    return ArmPatch(task_id=task_id, solution=str(solution), point=point, sha256=file_hash(solution))
+
+
+def baseline_patch(winner: ArmPatch) -> ArmPatch:
+    """The control's patch for a winner: the task's own baseline at the winner's point."""
+    from apex_core.tasks import get_task
+
+    return bound_patch(winner.task_id, get_task(winner.task_id).baseline_path, winner.point)
+
+
+def plan_arms(winners: list[ArmPatch], baselines: dict[str, ArmPatch]) -> list[Arm]:
+    """original, control, candidate, and one leave-one-out arm per winner when there are two or more
+    (with one winner, the control is already the candidate without it)."""
+    arms = [Arm(name=ORIGINAL, patches=[]), Arm(name=CONTROL, patches=[baselines[w.task_id] for w in winners]),
+            Arm(name=CANDIDATE, patches=list(winners))]
+    if len(winners) >= 2:
+        arms += [Arm(name=f"{WITHOUT}{left.task_id}",
+                     patches=[baselines[w.task_id] if w.task_id == left.task_id else w for w in winners]) for left in winners]
+    return arms
+
+
+def checked_when_applied(records: list[PatchRecord], unconfined: bool) -> set[tuple[str, str, str]]:
+    """(task, sha256, point) of each applied patch whose in-model check passed, as the journal
+    records it, confined (or either way when ``unconfined``): putting exactly those bytes back at that
+    point need not check them again. A journal from before the record kept hashes vouches for none."""
+    modes = {"confined", "unconfined"} if unconfined else {"confined"}
+    return {(r.task_id, r.sha256, r.point) for r in records
+            if r.state == "applied" and r.task_id and r.sha256 and r.point and r.checked in modes}
+
+
+def hold(patches: list[ArmPatch], results_root: Path, checked: set[tuple[str, str, str]], *,
+         unconfined: bool = False, owned: bool = True) -> None:
+    """Make the environment hold exactly ``patches``: everything restored, then each applied at its
+    point. A (task, file, point) already checked inside the model in this benchmark is not checked
+    again; a file whose sha256 moved since the benchmark began is refused. ``owned``: the patches
+    are this process's own, so a benchmark killed between arms leaves none behind (the next apex
+    command rolls them back); the accuracy gate, which leaves the user's patches in place, keeps
+    them as they were."""
+    from apex_core.patcher.apply import apply_solutions
+    from apex_core.patcher.patcher import restore
+
+    restore()
+    if not patches:
+        return
+    for patch in patches:
+        path = Path(patch.solution)
+        if not path.is_file() or file_hash(path) != patch.sha256:
+            raise ApexUserError(f"{patch.task_id}: {patch.solution} changed during the final benchmark; nothing was measured")
+    applied = apply_solutions([(p.task_id, Path(p.solution)) for p in patches], results_root,
+                              points={p.task_id: p.point for p in patches if p.point}, unconfined=unconfined,
+                              already_checked=frozenset(checked), owned=owned)
+    moved = [r for r, p in zip(applied, patches) if r.sha256 != p.sha256]
+    if moved:
+        raise ApexUserError(f"{moved[0].task_id}: {moved[0].solution} changed during the final benchmark; nothing was measured")
+    failed = [r for r in applied if not r.applied]
+    if failed:
+        raise ApexUserError(f"{failed[0].task_id} no longer passes inside the model ({failed[0].reason}); nothing was measured")
+    checked.update((r.task_id, r.sha256, r.point) for r in applied)
+
+
+class BenchWorker:
+    """One arm's workload in a confined child, stepped on request and timed by this process."""
+
+    def __init__(self, arm: Arm, spec: WorkloadSpec, patched: list[tuple[str, str]], *, unconfined: bool = False) -> None:
+        self.arm = arm
+        self.spec = spec
+        self.child = ConfinedChild("apex_core.patcher.bench_worker", unconfined=unconfined)
+        self.graph_fallback: str | None = None
+        try:
+            reply = self.child.request({"op": "load", "spec": spec.model_dump(mode="json"), "patched": patched}, LOAD_TIMEOUT_S)
+        except ChildFailed as failure:
+            self.child.close()
+            raise ApexUserError(f"the {arm.name} arm's workload did not load: {failure}") from None
+        if not reply.get("ok"):
+            self.child.close()
+            raise ApexUserError(f"the {arm.name} arm's workload did not load: {str(reply.get('message'))[:400]}")
+        self.notes = [str(n) for n in reply.get("notes", [])][:50]
+
+    def step(self, seed: int | None = None) -> tuple[float, list[list[int]]]:
+        """One request mix drawn from ``seed``: (seconds by this process's clock, the greedy tokens)."""
+        seed = secrets.randbelow(2**31) if seed is None else seed
+        start = time.perf_counter()
+        try:
+            reply = self.child.request({"op": "step", "seed": seed}, STEP_TIMEOUT_S)
+        except ChildFailed as failure:
+            raise ApexUserError(f"the {self.arm.name} arm's workload failed: {failure}") from None
+        seconds = time.perf_counter() - start
+        if not reply.get("ok"):
+            raise ApexUserError(f"the {self.arm.name} arm's workload failed: {str(reply.get('message'))[:400]}")
+        if reply.get("graph_fallback"):
+            self.graph_fallback = str(reply["graph_fallback"])[:400]
+        return seconds, _token_rows(reply.get("tokens"))
+
+    def close(self) -> None:
+        self.child.close()
+
+
+def _token_rows(value: object) -> list[list[int]]:
+    """The reply's tokens as rows of ints; anything else is no tokens (and agrees with nothing)."""
+    if not isinstance(value, list) or len(value) > 4096:
+        return []
+    rows = []
+    for row in value:
+        if not isinstance(row, list) or len(row) > 1 << 16 or not all(type(t) is int for t in row):
+            return []
+        rows.append(row)
+    return rows
