@@ -62,9 +62,9 @@ async def apply_patch(
     The file must be unchanged since grade_solution graded it here, and that newest grading ok, correct and
     unflagged. Use it after grade_solution credited a speedup, before run_final_benchmark."""
     def graded_then_applied(progress: Progress) -> AppliedPatch:
-        require_graded(task_id, Path(solution_path))
+        grading = require_graded(task_id, Path(solution_path))
         return apply_solutions([(task_id, Path(solution_path))], RESULTS_ROOT, kernel_stacks=_kernel_stacks(workload),
-                               progress=progress)[0]
+                               graded_sha256={task_id: grading.provenance.solution_hash}, progress=progress)[0]
 
     return await in_thread_with_progress(ctx, graded_then_applied)
 

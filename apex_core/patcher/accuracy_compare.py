@@ -47,13 +47,19 @@ The budgets (``BUDGETS``), and why:
   has two orders of magnitude of room. A kernel that moves eps out of the square root is over it
   (1.3e-3 on cpu-mini), as arithmetic with a 10-bit mantissa (float16, TF32: roundings of 5e-4)
   is expected to be (not measured).
-- bfloat16 (GPUs): 2e-2, about 5 of bfloat16's roundings (2^-8 = 3.9e-3). A correct bf16 kernel
-  rounds its outputs once where the stack may round twice (or the other way round), which moves each
-  element by up to one rounding and the logits of a few-layer model by a fraction of a percent; the
-  same eps mistake moves a bf16 Llama's logits by 2.4% (measured on the CPU at hidden 1024). To be
-  confirmed on a GPU: benchmarks/accuracy_gate_gpu.py measures our reference solutions and the task
-  baselines against the original stack at the Llama + Liger and Qwen3.5 + fla points.
-- float16: 2.5e-3, bfloat16's budget scaled by their roundings (float16 keeps 3 more mantissa bits).
+- bfloat16 (GPUs): 6e-2, twice the largest error a correct kernel was measured to make. On the
+  H200 (2026-12-04, benchmarks/results/e2e-credit-h200-2026-12-04/) our reference solutions, each
+  graded correct, at Liger's points of Llama-3.1-8B (8 layers, random weights) moved the logits
+  by 2.2% (rms_norm), 2.2% (silu_and_mul) and 3.0% (rope) relative, 3.1% together, the largest
+  absolute error up to 3.6% of the position's largest logit, KL at most 8e-4 nats, and no greedy
+  token flipped beyond a near-tie; fla's gated delta rule of ours in Qwen3.5 (4 layers) 2.0%. A
+  bf16 kernel that rounds once where the stack rounds twice moves each element by a rounding
+  (2^-8), and eight layers compound it on logits whose spread is small (random weights). The
+  first budget, 2e-2, rolled back all three Llama references. What this costs: at bfloat16 the
+  gate cannot tell an error of a few percent from rounding (the eps-outside-the-root mistake
+  moves a bf16 Llama's logits by 2.4%, measured on the CPU at hidden 1024): float32 (cpu-mini,
+  CI) catches it; a bf16 run catches only what flips tokens or moves the logits by more.
+- float16: 7.5e-3, bfloat16's budget scaled by their roundings (float16 keeps 3 more mantissa bits).
 """
 
 from __future__ import annotations
@@ -65,7 +71,7 @@ from pydantic import BaseModel, Field
 
 from apex_core.errors import ApexUserError
 
-BUDGETS: dict[str, float] = {"float32": 1e-4, "bfloat16": 2e-2, "float16": 2.5e-3}
+BUDGETS: dict[str, float] = {"float32": 1e-4, "bfloat16": 6e-2, "float16": 7.5e-3}
 """Relative error budget of the logits per model dtype; every threshold derives from it."""
 TRAINED_LOGIT_SPREAD = 3.0
 """The logit spread at which the KL threshold means the budget (a trained model's, not a random one's)."""

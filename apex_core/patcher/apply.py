@@ -47,14 +47,16 @@ def apply_solutions(pairs: list[tuple[str, Path]], results_root: Path, *, cache_
                     check_timeout_s: float = CHECK_TIMEOUT_S, device: str | None = None, points: dict[str, str] | None = None,
                     kernel_stacks: tuple[str, ...] = (), unconfined: bool = False,
                     already_checked: frozenset[tuple[str, str, str]] = frozenset(), owned: bool = False,
-                    progress: Progress | None = None) -> list[AppliedPatch]:
+                    graded_sha256: dict[str, str] | None = None, progress: Progress | None = None) -> list[AppliedPatch]:
     """Patch each solution in, check it inside the model, keep it or roll it back alone.
     ``points``: task id -> the patch point to use; other tasks get the first installed point,
     those of ``kernel_stacks`` (the workload's ``--kernels``) first. ``already_checked``: (task id,
     solution sha256, point id) whose check inside the model passed earlier in this process (the
     final benchmark re-applies the same files for each arm); those are not checked again. ``owned``:
     the patches are this process's (a pipeline run, a final benchmark's arm), rolled back by the
-    next apex command once it is gone, however it ended; otherwise they stay until apex patch restore."""
+    next apex command once it is gone, however it ended; otherwise they stay until apex patch restore.
+    ``graded_sha256``: task id -> the sha256 its grading was of (integrate, MCP apply_patch): bytes
+    read here that differ (the file changed after the grading was verified) are not patched in."""
     from apex_core.grader.confined import require_confinement
     from apex_core.grader.native import COMPILED_SUFFIXES
     from apex_core.tasks import get_task
@@ -83,6 +85,13 @@ def apply_solutions(pairs: list[tuple[str, Path]], results_root: Path, *, cache_
             outcome = AppliedPatch(patch_id=patch_id, task_id=task.id, solution=str(path), point=point.id, target=str(target),
                                    sha256=hashlib.sha256(source).hexdigest(), applied=False,
                                    check=PatchCheck(passed=False, stage="build"))
+            expected = (graded_sha256 or {}).get(task.id)
+            if expected is not None and outcome.sha256 != expected:
+                outcome.check.message = outcome.reason = (f"{path} changed after its grading was verified (sha256 "
+                                                          f"{outcome.sha256[:12]}, graded {expected[:12]}): grade it again")
+                patcher.roll_back(patch_id, outcome.reason)
+                results.append(outcome)
+                continue
             stem = target.parent / f"_apex_patch_{patch_id.replace('-', '_')}"
             if path.suffix in COMPILED_SUFFIXES:
                 report((index + 0.2) / len(prepared), f"building {path.name} into a shared library")

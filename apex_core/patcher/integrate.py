@@ -35,6 +35,8 @@ class Candidate(BaseModel):
     eligible: bool
     why_not: str = ""
     result_file: str
+    sha256: str | None = None
+    """Of the file its grading graded: the bytes patched in must be these."""
 
 
 def lower_bound(result: GradeResult) -> float | None:
@@ -54,7 +56,8 @@ def judge(result: GradeResult, source: Path, min_speedup: float, ledger: Grading
         if low is None or low <= 1.0:
             reasons.append(f"interval lower bound {low or 0:.3f}x not above 1.0")
     return Candidate(task_id=result.task_id, solution=str(Path(result.solution_path)), speedup=result.speedup, lower_bound=low,
-                     eligible=not reasons, why_not="; ".join(reasons), result_file=str(source))
+                     eligible=not reasons, why_not="; ".join(reasons), result_file=str(source),
+                     sha256=result.provenance.solution_hash)
 
 
 def read_gradings(folder: Path) -> list[tuple[GradeResult, Path]]:
@@ -109,5 +112,6 @@ def integrate(results: Path, min_speedup: float = INTEGRATION_THRESHOLD, *, patc
             continue
         winners.append(candidate)
     patches = apply_solutions([(w.task_id, Path(w.solution)) for w in winners], patch_results_root or results,
-                              kernel_stacks=kernel_stacks, owned=owned, progress=progress) if winners else []
+                              kernel_stacks=kernel_stacks, owned=owned, progress=progress,
+                              graded_sha256={w.task_id: w.sha256 for w in winners if w.sha256}) if winners else []
     return IntegrationReport(candidates=candidates, winners=winners, patches=patches)

@@ -31,32 +31,47 @@ from typing import Any
 RmsNorm = Callable[..., Any]
 SiluAndMul = Callable[..., Any]
 
-_override: RmsNorm | None = None
-_mlp_override: SiluAndMul | None = None
+
+class _EntryPoint:
+    """One task's entry point as cpu-mini's layers call it: the task's baseline, unless a patch (or
+    a test) set another function."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+        self.override: Callable[..., Any] | None = None
+
+    def baseline(self) -> Callable[..., Any]:
+        import importlib
+
+        return getattr(importlib.import_module(self.module), self.name)
+
+    def current(self) -> Callable[..., Any]:
+        return self.override if self.override is not None else self.baseline()
+
+
+_NORM = _EntryPoint("apex_core.kernels.rms_norm.baseline_python", "rms_norm")
+_ACTIVATION = _EntryPoint("apex_core.kernels.silu_and_mul.baseline_python", "silu_and_mul")
 
 
 def baseline_rms_norm() -> RmsNorm:
     """The cpu-mini__rms_norm task's baseline entry point."""
-    from apex_core.kernels.rms_norm.baseline_python import rms_norm
-
-    return rms_norm
+    return _NORM.baseline()
 
 
 def rms_norm_implementation() -> RmsNorm:
     """The function cpu-mini's norms call now: the override if one is set, else the task's baseline."""
-    return _override if _override is not None else baseline_rms_norm()
+    return _NORM.current()
 
 
 def set_rms_norm(function: RmsNorm | None) -> None:
     """Make every cpu-mini norm call ``function`` (None: the task's baseline again)."""
-    global _override
-    _override = function
+    _NORM.override = function
 
 
 @contextlib.contextmanager
 def use_rms_norm(function: RmsNorm) -> Iterator[None]:
     """Within this block, cpu-mini's norms call ``function``."""
-    previous = _override
+    previous = _NORM.override
     set_rms_norm(function)
     try:
         yield
@@ -66,20 +81,17 @@ def use_rms_norm(function: RmsNorm) -> Iterator[None]:
 
 def baseline_silu_and_mul() -> SiluAndMul:
     """The cpu-mini__silu_and_mul task's baseline entry point."""
-    from apex_core.kernels.silu_and_mul.baseline_python import silu_and_mul
-
-    return silu_and_mul
+    return _ACTIVATION.baseline()
 
 
 def silu_and_mul_implementation() -> SiluAndMul:
     """The function cpu-mini's MLPs call now: the override if one is set, else the task's baseline."""
-    return _mlp_override if _mlp_override is not None else baseline_silu_and_mul()
+    return _ACTIVATION.current()
 
 
 def set_silu_and_mul(function: SiluAndMul | None) -> None:
     """Make every cpu-mini MLP call ``function`` (None: the task's baseline again)."""
-    global _mlp_override
-    _mlp_override = function
+    _ACTIVATION.override = function
 
 
 def label(function: RmsNorm) -> str:

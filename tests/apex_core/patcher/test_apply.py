@@ -68,6 +68,19 @@ def test_a_good_solution_is_patched_in_kept_and_the_bad_ones_are_rolled_back_alo
     assert done.stdout.strip().splitlines()[-1].startswith(f"apex_patch_{good.patch_id.replace('-', '_')}."), done.stderr
 
 
+def test_a_file_that_changed_after_its_grading_was_verified_is_not_patched_in(llama_folder, tmp_path):
+    """integrate and MCP apply_patch verify a grading of the file's sha256, then patch the bytes they
+    read: bytes that differ from the graded ones (an agent's process edited the file in between)
+    are refused before anything of them reaches site-packages."""
+    edited = tmp_path / "solution.py"
+    edited.write_bytes(GOOD.read_bytes() + b"\n# edited after the grading was verified\n")
+    graded = hashlib.sha256(GOOD.read_bytes()).hexdigest()
+    (refused,) = apply_solutions([(TASK, edited)], tmp_path / "results", graded_sha256={TASK: graded})
+    assert not refused.applied and "changed after its grading was verified" in refused.reason and graded[:12] in refused.reason
+    journal = status()
+    assert journal is None or not journal.active()
+
+
 def test_the_cli_applies_reports_json_and_restores(llama_folder, tmp_path, apex_cli):
     applied = apex_cli("patch", "apply", "--task", TASK, "--solution", str(GOOD), "--results-dir", str(tmp_path), "--json")
     assert applied.returncode == 0, applied.stderr

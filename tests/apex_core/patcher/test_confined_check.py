@@ -1,6 +1,7 @@
 """Patched-in code runs confined (issue 28, class 1): a solution graded ``ok`` that, once patched in,
 tries to write a ``.pth`` into site-packages, write outside its sandbox and reach a local socket
-from the in-model check gets none of it, and its patch still passes on its merits. Only an explicit
+from the in-model check, a final benchmark's worker or the accuracy gate gets none of it, and its
+patch still passes on its merits. Only an explicit
 ``unconfined=True`` (``--unconfined``) lets it through, which the journal records.
 
 The confinement is the grader's own (``apex_core.grader.confined`` starts the child through the
@@ -62,16 +63,39 @@ def _connected(server: socket.socket) -> bool:
         return False
 
 
-def test_the_in_model_check_runs_patched_code_confined(tmp_path, listener):
+def _nothing_escaped(marker: str, folder: Path, listener: socket.socket, where: str) -> None:
+    assert not (SITE / f"apex_escape_{marker}.pth").exists(), f"{where} wrote into site-packages"
+    assert not (folder / f"escaped-{marker}").exists(), f"{where} wrote outside its sandbox"
+    assert not _connected(listener), f"{where} reached a local socket"
+
+
+def test_the_in_model_check_the_benchmark_workers_and_the_accuracy_gate_run_patched_code_confined(tmp_path, listener):
+    """Every process that imports the patched solution after grading: the check inside the model,
+    a final benchmark's worker and the accuracy gate's patched model."""
+    from apex_core.patcher.accuracy import accuracy_gate
+    from apex_core.patcher.arms import Arm, BenchWorker, bound_patch
+    from apex_core.patcher.bench_worker import patched_files
+    from apex_core.workloads import get_workload
+
     marker = tmp_path.name
     solution = _escaping_solution(tmp_path, listener.getsockname()[1], marker)
     try:
         (applied,) = apply_solutions([(TASK, solution)], tmp_path / "results")
         assert applied.applied, applied.reason
-        assert not (SITE / f"apex_escape_{marker}.pth").exists(), "the check wrote into site-packages"
-        assert not (tmp_path / f"escaped-{marker}").exists(), "the check wrote outside its sandbox"
-        assert not _connected(listener), "the check reached a local socket"
+        _nothing_escaped(marker, tmp_path, listener, "the check")
         assert "UNCONFINED" not in (status().active()[0].note or "")
+        spec = get_workload("cpu-mini").resolved()
+        worker = BenchWorker(Arm(name="candidate", patches=[bound_patch(TASK, solution, applied.point)]), spec,
+                             patched_files(spec.stack))
+        try:
+            seconds, tokens = worker.step(seed=7)
+        finally:
+            worker.close()
+        assert seconds > 0 and len(tokens) == spec.batch, "the worker ran the patched model"
+        _nothing_escaped(marker, tmp_path, listener, "a benchmark worker")
+        report = accuracy_gate(get_workload("cpu-mini"), tmp_path / "results", prompts=1, tokens=2)
+        assert report.passed and report.confined, report.verdict
+        _nothing_escaped(marker, tmp_path, listener, "the accuracy gate")
     finally:
         restore()
         (SITE / f"apex_escape_{marker}.pth").unlink(missing_ok=True)

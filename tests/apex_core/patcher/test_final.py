@@ -9,6 +9,7 @@ transformers in a confined child), so one measurement is credited under several 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,37 @@ def test_leave_one_out_credits_each_of_two_winners_with_its_own_share_of_the_gai
     # the activation's baseline is a larger share of the arm it is measured against (whose norm runs fast) than of the original
     assert activation.arm_share > 0.08 and not activation.implausible
     assert status() is None
+
+
+def test_a_final_benchmark_killed_between_arms_leaves_no_patch_once_the_next_command_runs(tmp_path):
+    """The arms are the benchmark's own patches (owner: its process): kill -9 it while it loads the
+    candidate arm, and the next apex command rolls back whatever it held (issue 28, class 5)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from apex_core.patcher import recover
+
+    _apply(tmp_path, (TASK, GOOD))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    with open(tmp_path / "stderr.txt", "w+b") as stderr:
+        final = subprocess.Popen([sys.executable, "-m", "apex_core.cli.main", "benchmark-final", "--workload", "cpu-mini",
+                                  "--runs", "2", "--results-dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=stderr,
+                                 env=env, cwd=tmp_path)
+        try:
+            deadline = time.monotonic() + 240
+            while b"loading the candidate arm" not in (tmp_path / "stderr.txt").read_bytes():
+                assert final.poll() is None and time.monotonic() < deadline, (tmp_path / "stderr.txt").read_text()[-2000:]
+                time.sleep(0.05)
+        finally:
+            final.send_signal(signal.SIGKILL)
+            final.wait()
+    left = status()  # what the killed benchmark held: the control's baseline, or the candidate's winner
+    assert left is not None and all(p.owner is not None and p.owner.pid == final.pid for p in left.active())
+    recover()  # what every apex command does first
+    journal = status()
+    assert journal is None or not journal.active()
 
 
 def test_nothing_patched_is_a_one_line_error():
