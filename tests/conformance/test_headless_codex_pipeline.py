@@ -105,7 +105,7 @@ def test_apex_run_with_the_codex_backend_records_the_agents_patch_in_its_traject
         (Path(client_env["CODEX_HOME"]) / "config.toml").write_text(provider_config(endpoint))
         env = {**client_env, KEY_VARIABLE: "sk-apex-scripted", "PATH": f"{codex.parent}{os.pathsep}{client_env['PATH']}"}
         done = subprocess.run([sys.executable, "-m", "apex_core.cli.main", "run", "--workload", "cpu-mini", "--agent", "codex",
-                               "--iterations", "1", "--max-turns", "4", "--runs", "2", "--results-dir", str(tmp_path), "--json"],
+                               "--iterations", "1", "--max-turns", "4", "--runs", "2", "--top-k", "1", "--results-dir", str(tmp_path), "--json"],
                               env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600,
                               check=False)
         finished, requests = endpoint.finished, endpoint.requests

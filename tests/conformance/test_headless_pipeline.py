@@ -119,7 +119,7 @@ def test_apex_run_with_the_claude_backend_records_the_agents_tool_calls_in_its_t
         env = {**client_env, "ANTHROPIC_BASE_URL": endpoint.url, "ANTHROPIC_API_KEY": "sk-apex-scripted",
                "PATH": f"{claude.parent}{os.pathsep}{client_env['PATH']}", "PYTHONPATH": str(REPO_ROOT)}
         done = subprocess.run([sys.executable, "-m", "apex_core.cli.main", "run", "--workload", "cpu-mini", "--agent", "claude",
-                               "--iterations", "1", "--max-turns", "4", "--runs", "2", "--results-dir", str(tmp_path), "--json"],
+                               "--iterations", "1", "--max-turns", "4", "--runs", "2", "--top-k", "1", "--results-dir", str(tmp_path), "--json"],
                               env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)
         finished = endpoint.finished
     assert done.returncode == 0, done.stderr[-3000:]

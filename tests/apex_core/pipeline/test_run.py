@@ -47,7 +47,7 @@ def test_apex_run_on_cpu_mini_runs_every_stage_and_leaves_the_environment_as_it_
     assert credits[TASK]["gain"]["median"] > 1.5 and all(not c["implausible"] for c in credits.values())
     assert state["summary"]["model_reward"] > 0.7 and state["summary"]["throughput_credited"]
     folder = Path(state["results_dir"])
-    trajectory = Trajectory.model_validate_json(next((folder / "trajectories").glob("*.json")).read_bytes())
+    trajectory = Trajectory.model_validate_json(next((folder / "trajectories").glob(f"{TASK}-*.json")).read_bytes())
     assert trajectory.iterations[0].solution_code == GOOD and trajectory.iterations[0].reward is not None
     board = json.loads(apex_cli("leaderboard", "--results-dir", str(tmp_path), "--json").stdout)
     assert sorted(e["task_id"] for e in board["entries"]) == [TASK, SILU] and board["standings"][0]["agent"] == "replay"
