@@ -4,14 +4,14 @@ returns), so one measurement can be credited under other profiled shares without
 
 How: one confined worker per arm (``arms.py``), each started while the environment held its arm's
 patches; then the environment is restored and the arms are stepped in rounds, every arm on the same
-freshly drawn request seed, in an order that rotates from round to round, timed by this process's
-clock. Before the rounds, a smoke round: a candidate slower than half the control is bisected to the
+freshly drawn request seed, in an order drawn afresh each round, timed by this process's clock. Before the rounds, a smoke round: a candidate slower than half the control is bisected to the
 winner that makes it so, which is left out (and reported). The original arm is stepped once before
 and once after the rounds: the session's drift.
 """
 
 from __future__ import annotations
 
+import random
 import secrets
 from collections.abc import Callable
 from pathlib import Path
@@ -127,7 +127,7 @@ def measure_rounds(spec: WorkloadSpec, runs: int, results_root: Path, *, warmup:
         for index in range(runs):
             report(0.3 + 0.65 * index / runs, f"round {index + 1}/{runs}")
             seed = secrets.randbelow(2**31)
-            order = names[index % len(names):] + names[:index % len(names)]  # each arm leads in turn
+            order = _round_order(names, seed)
             generated: dict[str, list[list[int]]] = {}
             for name in order:
                 seconds, rows = workers[name].step(seed)
@@ -145,6 +145,15 @@ def measure_rounds(spec: WorkloadSpec, runs: int, results_root: Path, *, warmup:
     return Rounds(workload=spec, winners=winners, baselines={w.task_id: baselines[w.task_id] for w in winners},
                   excluded=excluded, tokens_per_s=per_arm, agreements=agreements, original_before=original_before,
                   original_after=original_after, graph_fallbacks=fallbacks, confined=not unconfined)
+
+
+def _round_order(names: list[str], seed: int) -> list[str]:
+    """The arms in a random order of their own each round. A rotation would let every arm lead in
+    turn but keep each behind the same neighbour, and what the arm before leaves behind (threads
+    still spinning on a CPU, a warm or evicted cache) is then one arm's bias instead of noise."""
+    order = list(names)
+    random.Random(seed).shuffle(order)
+    return order
 
 
 def _find_the_slow_patch(suspects: list[ArmPatch], baselines: dict[str, ArmPatch], control: BenchWorker,

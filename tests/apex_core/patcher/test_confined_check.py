@@ -11,62 +11,23 @@ tests/apex_core/grader/test_sandbox.py's unprivileged judge.
 
 from __future__ import annotations
 
-import socket
-import sysconfig
 from pathlib import Path
-
-import pytest
 
 from apex_core.patcher import restore, status
 from apex_core.patcher.apply import apply_solutions
 
+from .conftest import SITE, connected, nothing_escaped, python_escapes
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 TASK = "cpu-mini__rms_norm"
 GOOD = REPO_ROOT / "apex_core" / "agents" / "canned" / f"{TASK}.py"
-SITE = Path(sysconfig.get_paths()["purelib"])
 
 
 def _escaping_solution(folder: Path, port: int, marker: str) -> Path:
     """The canned (correct) solution, preceded by three escapes attempted at import time."""
-    pth = SITE / f"apex_escape_{marker}.pth"
-    outside = folder / f"escaped-{marker}"
     path = folder / "solution.py"
-    path.write_text(f"""
-import socket as _socket
-
-for _attempt in (lambda: open({str(pth)!r}, "w").write("import os\\n"),
-                 lambda: open({str(outside)!r}, "w").write("out"),
-                 lambda: _socket.create_connection(("127.0.0.1", {port}), timeout=3).sendall(b"leak")):
-    try:
-        _attempt()
-    except OSError:
-        pass
-
-""" + GOOD.read_text())
+    path.write_text(python_escapes(folder, port, marker) + GOOD.read_text())
     return path
-
-
-@pytest.fixture
-def listener():
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen()
-        server.setblocking(False)
-        yield server
-
-
-def _connected(server: socket.socket) -> bool:
-    try:
-        server.accept()[0].close()
-        return True
-    except BlockingIOError:
-        return False
-
-
-def _nothing_escaped(marker: str, folder: Path, listener: socket.socket, where: str) -> None:
-    assert not (SITE / f"apex_escape_{marker}.pth").exists(), f"{where} wrote into site-packages"
-    assert not (folder / f"escaped-{marker}").exists(), f"{where} wrote outside its sandbox"
-    assert not _connected(listener), f"{where} reached a local socket"
 
 
 def test_the_in_model_check_the_benchmark_workers_and_the_accuracy_gate_run_patched_code_confined(tmp_path, listener):
@@ -82,7 +43,7 @@ def test_the_in_model_check_the_benchmark_workers_and_the_accuracy_gate_run_patc
     try:
         (applied,) = apply_solutions([(TASK, solution)], tmp_path / "results")
         assert applied.applied, applied.reason
-        _nothing_escaped(marker, tmp_path, listener, "the check")
+        nothing_escaped(marker, tmp_path, listener, "the check")
         assert "UNCONFINED" not in (status().active()[0].note or "")
         spec = get_workload("cpu-mini").resolved()
         worker = BenchWorker(Arm(name="candidate", patches=[bound_patch(TASK, solution, applied.point)]), spec,
@@ -92,10 +53,10 @@ def test_the_in_model_check_the_benchmark_workers_and_the_accuracy_gate_run_patc
         finally:
             worker.close()
         assert seconds > 0 and len(tokens) == spec.batch, "the worker ran the patched model"
-        _nothing_escaped(marker, tmp_path, listener, "a benchmark worker")
+        nothing_escaped(marker, tmp_path, listener, "a benchmark worker")
         report = accuracy_gate(get_workload("cpu-mini"), tmp_path / "results", prompts=1, tokens=2)
         assert report.passed and report.confined, report.verdict
-        _nothing_escaped(marker, tmp_path, listener, "the accuracy gate")
+        nothing_escaped(marker, tmp_path, listener, "the accuracy gate")
     finally:
         restore()
         (SITE / f"apex_escape_{marker}.pth").unlink(missing_ok=True)
@@ -107,7 +68,7 @@ def test_only_an_explicit_unconfined_check_lets_the_same_code_out_and_the_journa
     try:
         (applied,) = apply_solutions([(TASK, solution)], tmp_path / "results", unconfined=True)
         assert applied.applied, applied.reason
-        assert (tmp_path / f"escaped-{marker}").exists() and _connected(listener), "the probe itself must work"
+        assert (tmp_path / f"escaped-{marker}").exists() and connected(listener), "the probe itself must work"
         assert "checked UNCONFINED" in (status().active()[0].note or "")
     finally:
         restore()

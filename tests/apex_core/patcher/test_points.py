@@ -22,6 +22,8 @@ from apex_core.patcher.points import POINTS, PatchPoint, get_point, point_for
 from apex_core.tasks import get_task
 from apex_core.tasks.reference_solutions import reference_solution_path
 
+from .conftest import escape_targets, native_escapes, native_escapes_work_unconfined, nothing_escaped
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 PROBE = Path(__file__).with_name("tiny_model_probe.py")
 LLAMA = "llama-3-1-8b-instruct"
@@ -130,18 +132,28 @@ def test_every_point_has_a_distinct_id_and_valid_adapters_for_python_and_library
 
 
 @pytest.mark.slow
-def test_a_native_solution_is_built_into_a_library_the_model_loads_and_one_that_does_not_compile_is_rolled_back_alone(
-        restored_transformers, tmp_path):
+def test_a_native_solution_is_built_confined_into_a_library_the_model_loads_and_one_that_does_not_compile_is_rolled_back_alone(
+        restored_transformers, tmp_path, listener):
+    """The kept library also tries three escapes from a static constructor, which runs wherever it
+    is loaded (the build's import, the in-model check): none of them gets out (issue 28, class 1)."""
     task = "llama-3-1-8b-instruct__rms_norm_hip"
-    good = Path(__file__).with_name("data") / "rms_norm_cpu.cpp"
+    assert native_escapes_work_unconfined(tmp_path, listener), "the probe itself must work"
+    marker = tmp_path.name
+    good_code = (Path(__file__).with_name("data") / "rms_norm_cpu.cpp").read_text()
+    good = tmp_path / "escaping.cpp"
+    good.write_text(native_escapes(tmp_path, listener.getsockname()[1], marker) + good_code)
     broken = tmp_path / "broken.cpp"
-    broken.write_text(good.read_text().replace("float sum = 0.f;", "float sum = 0.f undeclared_name;"))
-    failed, kept = apply_solutions([(task, broken), (task, good)], tmp_path / "results")
-    assert not failed.applied and failed.check.stage == "build" and "broken.cpp" in failed.reason, failed.reason
-    assert kept.applied and kept.point == "transformers.llama.rms_norm", kept.reason
-    assert kept.check.shapes_checked == len(get_task(task).test_shapes)
-    library = Path(kept.target).with_name(f"_apex_patch_{kept.patch_id.replace('-', '_')}.so")
-    assert library.read_bytes()[:4] == b"\x7fELF"
+    broken.write_text(good_code.replace("float sum = 0.f;", "float sum = 0.f undeclared_name;"))
+    try:
+        failed, kept = apply_solutions([(task, broken), (task, good)], tmp_path / "results")
+        assert not failed.applied and failed.check.stage == "build" and "broken.cpp" in failed.reason, failed.reason
+        assert kept.applied and kept.point == "transformers.llama.rms_norm", kept.reason
+        assert kept.check.shapes_checked == len(get_task(task).test_shapes)
+        library = Path(kept.target).with_name(f"_apex_patch_{kept.patch_id.replace('-', '_')}.so")
+        assert library.read_bytes()[:4] == b"\x7fELF"
+        nothing_escaped(marker, tmp_path, listener, "the native build and its in-model check")
+    finally:
+        escape_targets(tmp_path, marker)[0].unlink(missing_ok=True)
 
 
 def test_a_patched_module_finds_its_solution_copy_beside_itself_wherever_it_is_mounted(tmp_path):
