@@ -107,9 +107,9 @@ else
   fi
 
   # --- the package and the rest of its dependencies -------------------------------------------
-  EXTRAS="dev,rl,ray"
+  EXTRAS="dev,rl,ray,openenv,verifiers,trl"
   # The ROCm torch brings its own Triton (pytorch-triton-rocm); PyPI's triton would replace it.
-  "$VPY" -c 'import torch, sys; sys.exit(not getattr(torch.version, "hip", None))' >/dev/null 2>&1 || EXTRAS="dev,rl,ray,triton"
+  "$VPY" -c 'import torch, sys; sys.exit(not getattr(torch.version, "hip", None))' >/dev/null 2>&1 || EXTRAS="$EXTRAS,triton"
   say "==> installing apex-kernels[$EXTRAS]"
   "${PIP[@]}" install -e ".[$EXTRAS]"
   "$VPY" -c 'import apex_core, torch, numpy, pydantic, fastmcp, mcp, typer' \

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
@@ -62,7 +64,51 @@ def _gpu_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
+SITE_PACKAGES_GROUP = "site-packages"
+"""The one xdist group of the tests marked ``site_packages``. They patch transformers in this venv
+(or run a model from it while another patches it), and one environment has one patcher at a time:
+xdist (``--dist loadgroup``) sends the whole group to one worker, which runs it in order."""
+
+
+@contextlib.contextmanager
+def _alone_or_together(alone: bool):
+    """Under xdist, a ``timing`` test runs while no other test does; the others run side by side.
+
+    A readers-writer lock over the session's workers (two flock files, so a waiting ``timing``
+    test is not starved): every test passes the turnstile and holds the room shared; a ``timing``
+    test holds the turnstile, so none starts, until it has the room to itself. Outside xdist there
+    is one test at a time anyway."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run:
+        yield
+        return
+    folder = Path(tempfile.gettempdir()) / f"apex-pytest-{os.getuid()}-{run}"
+    folder.mkdir(exist_ok=True)
+    with open(folder / "turnstile", "a") as turnstile, open(folder / "room", "a") as room:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(room, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """The lock spans setup, call and teardown, so a module fixture that measures (first set up by
+    the item that needs it) measures alone too."""
+    with _alone_or_together(item.get_closest_marker("timing") is not None):
+        yield
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the items
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("site_packages"):
+            item.add_marker(pytest.mark.xdist_group(SITE_PACKAGES_GROUP))
     if _gpu_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA or ROCm GPU; torch sees none on this machine")

@@ -20,6 +20,7 @@ import typer
 from apex_core.cli import render
 from apex_core.cli.analysis import register as register_analysis
 from apex_core.cli.docs import register as register_docs
+from apex_core.cli.env import register as register_env
 from apex_core.cli.executor_options import ExecutorOption, RayAddressOption
 from apex_core.cli.patch import register as register_patch
 from apex_core.cli.pipeline import register as register_pipeline
@@ -48,6 +49,7 @@ app.add_typer(mcp_app, name="mcp")
 register_workloads(app)
 register_analysis(app)
 register_docs(app)
+register_env(app)
 register_source(app)
 register_patch(app)
 register_pipeline(app)

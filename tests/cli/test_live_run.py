@@ -3,12 +3,15 @@ runner tells the view about every change of the state."""
 
 from __future__ import annotations
 
+import pytest
 from rich.console import Console
 
 from apex_core.cli.live_run import run_table
 from apex_core.pipeline.config import RunConfig
 from apex_core.pipeline.runner import run_pipeline
 from apex_core.pipeline.state import STAGES
+
+pytestmark = pytest.mark.site_packages  # patches transformers in this venv, or runs a model while tests do
 
 
 def test_the_table_shows_each_stage_and_each_kernel_as_the_run_changes(tmp_path):

@@ -25,8 +25,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from apex_core.hosting.hosts import render_codex
 from scripted_model import ScriptedModelServer, load_script
+
+pytestmark = pytest.mark.site_packages  # patches transformers in this venv, or runs a model while tests do
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROMPT = ("Run the full optimization pipeline for cpu-mini with: python kernels only, top 1 bottleneck kernel, "

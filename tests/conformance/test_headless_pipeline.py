@@ -17,7 +17,11 @@ import os
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from scripted_model import ScriptedModelServer, load_script
+
+pytestmark = pytest.mark.site_packages  # patches transformers in this venv, or runs a model while tests do
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOOL = "mcp__apex-pipeline__run_pipeline"

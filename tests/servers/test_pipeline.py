@@ -7,9 +7,12 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from fastmcp import Client
 
 from servers.pipeline import mcp
+
+pytestmark = pytest.mark.site_packages  # patches transformers in this venv, or runs a model while tests do
 
 
 async def _call(name: str, arguments: dict, progress: list[tuple[float, str]] | None = None):

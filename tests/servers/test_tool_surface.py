@@ -20,6 +20,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from fastmcp import Client
 
@@ -367,42 +368,68 @@ def _wire(value: Any) -> Any:
     return json.loads(pydantic_core.to_json(value))
 
 
-@pytest.mark.slow
-def test_every_reply_of_every_tool_validates_against_its_own_output_schema(tmp_path, monkeypatch):
-    import jsonschema
+GATEWAY_CALLS: list[tuple[str, dict[str, Any], str]] = [
+    ("hardware_spec", {"gpu": "mi355x"}, "arch"),
+    ("list_workloads", {}, "workloads"),
+    ("find_kernel_source", {"name": "_rms_norm_forward_kernel"}, "found"),
+    ("find_kernel", {"name": "_sampled_addmm_kernel"}, "found"),
+    ("hardware_facts", {"gpu": "mi355x", "fields": ["lds_per_cu_kib"]}, "facts"),
+    ("patch_status", {}, "patched"),
+    ("list_runs", {}, "runs"),
+]
+"""One cheap call per mounted server through the gateway: its replies are the servers' own (the
+schemas are compared for every tool), so the expensive tools are not run a second time."""
 
+
+def _validated_replies(module: str, calls: list[tuple[str, dict[str, Any], str]]) -> tuple[dict[str, Any], list[tuple[str, str, Any]]]:
+    """The server's output schemas and its replies to ``calls``, made in order in one session."""
+    async def session() -> tuple[dict[str, Any], list[tuple[str, str, Any]]]:
+        async with Client(importlib.import_module(module).mcp) as client:
+            schemas = {tool.name: tool.outputSchema for tool in await client.list_tools()}
+            replies = []
+            for tool, arguments, expected in calls:
+                reply = await client.call_tool(tool, arguments, raise_on_error=False)
+                replies.append((tool, expected, reply))
+            return schemas, replies
+
+    schemas, replies = asyncio.run(session())
+    for name, expected, reply in replies:
+        assert not reply.is_error, (name, reply.content)
+        data = _wire(reply.structured_content)
+        jsonschema.Draft202012Validator(schemas[name]).validate(data)
+        if expected == "cached":
+            assert data["cached"] and data["outcome"] == "ok", (name, data)
+        else:
+            assert data.get("outcome") == expected or expected in data, (name, expected, data.get("reason"))
+    return schemas, replies
+
+
+@pytest.fixture
+def every_task(monkeypatch):
     from apex_core.tasks import catalog
 
-    monkeypatch.chdir(tmp_path)  # the workload tools write ./results
     tasks = {**catalog.all_tasks(), "cpu-mini__rms_norm_loose": _loose_task()}
     monkeypatch.setattr(catalog, "all_tasks", lambda: tasks)
-    by_tool = {tool.name: server for server in SERVERS for tool in server.tools}
+
+
+@pytest.mark.slow
+@pytest.mark.site_packages  # the workload, patcher and pipeline servers profile, patch and run cpu-mini
+@pytest.mark.parametrize("name", [s.name for s in SERVERS])
+def test_every_reply_of_every_tool_validates_against_its_own_output_schema(name, every_task, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the workload tools write ./results
+    spec = next(s for s in SERVERS if s.name == name)
+    by_tool = {tool.name: server.name for server in SERVERS for tool in server.tools}
     calls = _grader_calls(tmp_path) + WORKLOAD_CALLS + SOURCE_CALLS + PATCHER_CALLS + PIPELINE_CALLS
-    for spec in all_servers():
-        def chosen_calls(spec: Any = spec) -> list[tuple[str, dict[str, Any], str]]:
-            if spec.name != GATEWAY.name:
-                return [(tool, a, e) for tool, a, e in calls if by_tool[tool].name == spec.name]
-            # The gateway runs each tool once, prefixed (its replies are the servers' own, mounted).
-            allowed = {"ok", "ranking", "arch", *(e for _, _, e in WORKLOAD_CALLS + SOURCE_CALLS + PATCHER_CALLS + PIPELINE_CALLS)}
-            once = {tool: (tool, a, e) for tool, a, e in calls if e in allowed}
-            return [(f"{by_tool[tool].namespace}_{tool}", a, e) for tool, a, e in once.values()]
+    schemas, replies = _validated_replies(spec.module, [c for c in calls if by_tool[c[0]] == name])
+    assert {tool for tool, _, _ in replies} == set(schemas), "a tool was left out"
 
-        async def session() -> tuple[dict[str, Any], list[tuple[str, str, Any]]]:
-            async with Client(importlib.import_module(spec.module).mcp) as client:
-                schemas = {tool.name: tool.outputSchema for tool in await client.list_tools()}
-                replies = []
-                for tool, arguments, expected in chosen_calls():
-                    reply = await client.call_tool(tool, arguments, raise_on_error=False)
-                    replies.append((tool, expected, reply))
-                return schemas, replies
 
-        schemas, replies = asyncio.run(session())
-        assert {name for name, _, _ in replies} == set(schemas), "a tool was left out"
-        for name, expected, reply in replies:
-            assert not reply.is_error, (name, reply.content)
-            data = _wire(reply.structured_content)
-            jsonschema.Draft202012Validator(schemas[name]).validate(data)
-            if expected == "cached":
-                assert data["cached"] and data["outcome"] == "ok", (name, data)
-            else:
-                assert data.get("outcome") == expected or expected in data, (name, expected, data.get("reason"))
+def test_the_gateway_answers_with_each_servers_own_schemas_and_replies(listed, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    namespaced = {f"{server.namespace}_{tool.name}": (server.name, tool.name) for server in SERVERS for tool in server.tools}
+    own = {(server, tool.name): tool.outputSchema for server, tools in listed.items() for tool in tools}
+    for tool in listed[GATEWAY.name]:
+        assert tool.outputSchema == own[namespaced[tool.name]], f"{tool.name}: the gateway's schema differs from its server's"
+    prefix = {tool.name: f"{server.namespace}_{tool.name}" for server in SERVERS for tool in server.tools}
+    _, replies = _validated_replies(GATEWAY.module, [(prefix[tool], a, e) for tool, a, e in GATEWAY_CALLS])
+    assert {namespaced[tool][0] for tool, _, _ in replies} == {s.name for s in SERVERS}, "a mounted server was not called"

@@ -12,6 +12,8 @@ from apex_core.analysis import IDENTIFY_FILE, SHAPES_FILE, identify_run, latest_
 from apex_core.errors import ApexUserError
 from apex_core.workloads import get_workload
 
+pytestmark = pytest.mark.site_packages  # patches transformers in this venv, or runs a model while tests do
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
 

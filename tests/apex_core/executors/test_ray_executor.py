@@ -31,6 +31,8 @@ from apex_core.grader.result import Outcome  # noqa: E402
 from apex_core.grader.service import cache_key  # noqa: E402
 from apex_core.tasks import get_task  # noqa: E402
 
+pytestmark = pytest.mark.site_packages  # patches transformers in this venv, or runs a model while tests do
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 TASK = "cpu-mini__rms_norm"
 GOOD = (REPO_ROOT / "apex_core" / "agents" / "canned" / f"{TASK}.py").read_bytes()

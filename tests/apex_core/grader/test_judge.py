@@ -40,6 +40,7 @@ def test_an_honest_vectorized_solution_is_correct_and_faster(task):
     assert len(timing.baseline_samples_ns) >= FAST.min_samples and len(timing.solution_samples_ns) >= FAST.min_samples
 
 
+@pytest.mark.timing
 def test_the_baseline_against_itself_is_credited_as_no_speedup(task):
     result = grade(task, task.baseline_path, GradeOptions(time_budget_s=1.0, timeout_s=20))
     assert result.correct

@@ -16,6 +16,8 @@ from apex_core.patcher.accuracy_compare import BUDGETS
 from apex_core.patcher.apply import apply_solutions
 from apex_core.workloads import get_workload
 
+pytestmark = pytest.mark.site_packages  # patches transformers in this venv, or runs a model while tests do
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 TASK = "cpu-mini__rms_norm"
 ROPE_TASK = "llama-3-1-8b-instruct__rope"

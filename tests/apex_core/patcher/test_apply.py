@@ -19,6 +19,8 @@ from apex_core.patcher.apply import apply_solutions
 from apex_core.patcher.points import POINTS, point_for
 from apex_core.tasks import get_task
 
+pytestmark = pytest.mark.site_packages  # patches transformers in this venv, or runs a model while tests do
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 TASK = "cpu-mini__rms_norm"
 GOOD = REPO_ROOT / "apex_core" / "agents" / "canned" / f"{TASK}.py"

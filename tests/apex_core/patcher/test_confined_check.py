@@ -13,10 +13,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from apex_core.patcher import restore, status
 from apex_core.patcher.apply import apply_solutions
 
 from .conftest import SITE, connected, nothing_escaped, python_escapes
+
+pytestmark = pytest.mark.site_packages  # patches transformers in this venv, or runs a model while tests do
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 TASK = "cpu-mini__rms_norm"

@@ -23,6 +23,8 @@ from apex_core.patcher.rounds import Rounds, measure_rounds
 from apex_core.tasks import get_task
 from apex_core.workloads import get_workload
 
+pytestmark = pytest.mark.site_packages  # patches transformers in this venv, or runs a model while tests do
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 TASK = "cpu-mini__rms_norm"
 GOOD = REPO_ROOT / "apex_core" / "agents" / "canned" / f"{TASK}.py"
@@ -56,6 +58,7 @@ def canned_rounds(tmp_path_factory) -> tuple[Rounds, Path]:
     return rounds, folder
 
 
+@pytest.mark.timing
 def test_the_task_baseline_as_winner_earns_no_kernel_gain_and_no_throughput_term(tmp_path):
     _apply(tmp_path, (TASK, BASELINE))
     result = benchmark_final(get_workload("cpu-mini"), 6, tmp_path, warmup=1, shares={TASK: SHARE})

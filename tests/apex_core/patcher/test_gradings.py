@@ -26,6 +26,8 @@ from apex_core.patcher.gradings import in_agent_workspace, require_graded, verif
 from apex_core.patcher.integrate import find_gradings, integrate, judge
 from apex_core.errors import ApexUserError
 
+pytestmark = pytest.mark.site_packages  # patches transformers in this venv, or runs a model while tests do
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 TASK = "cpu-mini__rms_norm"
 CANNED = REPO_ROOT / "apex_core" / "agents" / "canned" / f"{TASK}.py"

@@ -13,6 +13,8 @@ import pytest
 
 from apex_core.patcher import restore, status
 
+pytestmark = pytest.mark.site_packages  # patches transformers in this venv, or runs a model while tests do
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 TASK = "cpu-mini__rms_norm"
 CANNED = REPO_ROOT / "apex_core" / "agents" / "canned" / f"{TASK}.py"

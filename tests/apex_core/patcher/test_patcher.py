@@ -26,6 +26,8 @@ from apex_core.patcher.files import FileState
 from apex_core.patcher.journal import ROOTS_ENV, STATE_DIR_ENV
 from apex_core.patcher.lock import ProcessIdentity
 
+pytestmark = pytest.mark.site_packages  # patches transformers in this venv, or runs a model while tests do
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
 

@@ -24,6 +24,8 @@ from apex_core.tasks.reference_solutions import reference_solution_path
 
 from .conftest import escape_targets, native_escapes, native_escapes_work_unconfined, nothing_escaped
 
+pytestmark = pytest.mark.site_packages  # patches transformers in this venv, or runs a model while tests do
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 PROBE = Path(__file__).with_name("tiny_model_probe.py")
 LLAMA = "llama-3-1-8b-instruct"

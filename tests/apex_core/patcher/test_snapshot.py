@@ -22,6 +22,8 @@ from apex_core.patcher import Patcher, RestoreError, environment_status, restore
 from apex_core.patcher import quiet
 from apex_core.patcher.snapshot import Snapshot, _Restorer, watched_folders
 
+pytestmark = pytest.mark.site_packages  # patches transformers in this venv, or runs a model while tests do
+
 TAG = sys.implementation.cache_tag
 
 

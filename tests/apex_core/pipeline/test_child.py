@@ -29,6 +29,8 @@ from apex_core.pipeline.config import RunConfig
 from apex_core.pipeline.runner import run_pipeline
 from apex_core.pipeline.state import RUNS_DIR, RunState, load_run
 
+pytestmark = pytest.mark.site_packages  # patches transformers in this venv, or runs a model while tests do
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 CONFIG = RunConfig(workload="cpu-mini", runs=2, iterations=1, top_k=1, leaderboard=False)
 GRADED = ("benchmark", "identify", "optimize", "grade")

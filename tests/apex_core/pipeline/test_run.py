@@ -8,12 +8,15 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
 
 from apex_core.pipeline.config import RunConfig
 from apex_core.pipeline.runner import run_pipeline
 from apex_core.pipeline.state import STAGES, load_run
 from apex_core.pipeline.trajectory import Trajectory
 from apex_core.patcher.points import get_point
+
+pytestmark = pytest.mark.site_packages  # patches transformers in this venv, or runs a model while tests do
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 TASK = "cpu-mini__rms_norm"
