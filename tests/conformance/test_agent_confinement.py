@@ -204,7 +204,9 @@ def test_codex_as_apex_runs_it_cannot_read_the_reference_solutions_or_home_nor_w
     outputs = [answers[f"command {n + 1}"] for n in range(len(commands) - 1)] + [answers["grade"]]
     assert "No such file or directory" in outputs[0] and "No such file or directory" in outputs[1]  # the view
     assert "Read-only file system" in outputs[2]  # Codex's sandbox and the view both refuse it
-    assert "patch rejected: writing outside of the project" in outputs[3]  # Codex's own fence
+    # Codex's own fence rejects the patch, unless site-packages lies where Codex lets a session
+    # write (a checkout under /tmp): then the view's read-only site-packages refuses it.
+    assert "patch rejected: writing outside of the project" in outputs[3] or "Failed to write file" in outputs[3], outputs[3]
     assert "A solution.py" in outputs[4]
     assert '"outcome":"ok"' in answers["done"].replace(" ", "")  # graded inside the session
     assert solution.read_text().strip() == SOLUTION.strip() and not any(p.exists() for p in probes)

@@ -45,8 +45,8 @@ def test_the_single_turn_environment_loads_by_name_and_its_rubric_is_the_grader(
 def test_the_multi_turn_environment_offers_the_episode_tools_for_the_rollouts_task(local):
     env = vf.load_environment("apex-kernels", task_ids=[TASK], executor=local, timing=False, multi_turn=True, max_turns=4)
     assert isinstance(env, vf.StatefulToolEnv)
-    names = {tool["name"] if isinstance(tool, dict) else tool.name for tool in env.tool_defs}
-    assert names == {"find_kernel", "read_source", "grep_source", "search_docs", "check", "benchmark"}
+    assert {tool.name for tool in env.tool_defs} == {"find_kernel", "read_source", "grep_source", "search_docs", "check", "benchmark"}
+    assert all("task_id" not in tool.parameters["properties"] for tool in env.tool_defs), "the model never names the task"
     arguments = env.update_tool_args("check", {"code": WRONG}, [], {"info": {"task_id": TASK}})
     assert "outcome: wrong_answer" in env.tool_map["check"](**arguments)
     assert _scored(env, CANNED) == 0.5

@@ -1,7 +1,10 @@
 """Every Triton task's baseline and our reference solution are correct under the CPU interpreter.
 
-Each task runs in its own process with TRITON_INTERPRET=1 (the variable must be set before Triton
-is imported), at the task's small ``cpu_shapes``.
+The checks run in a child process with TRITON_INTERPRET=1 (the variable must be set before Triton
+is imported), at each task's small ``cpu_shapes``: one child checks every task (importing torch and
+Triton once instead of once per task, most of this module's time before), a failure of one task's
+check recorded for that task alone; each task is still its own test. The module is one xdist group,
+so the child runs once.
 """
 
 from __future__ import annotations
@@ -20,27 +23,51 @@ from apex_core.tasks.reference_solutions import reference_solution_path
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
 _CHECK = """
-import json, sys
+import json, sys, traceback
 from pathlib import Path
 from apex_core.tasks import get_task
 from apex_core.suite.interpreter_check import check_source
-task = get_task(sys.argv[1])
-report = {}
-for label, path in zip(("baseline", "reference_solution"), sys.argv[2:]):
-    report[label] = [v.model_dump() for v in check_source(task, Path(path))]
-print(json.dumps(report))
+reports = {}
+for job in json.loads(sys.argv[1]):
+    task = get_task(job["task"])
+    try:
+        reports[job["task"]] = {label: [v.model_dump() for v in check_source(task, Path(path))]
+                                for label, path in zip(("baseline", "reference_solution"), job["paths"])}
+    except Exception:
+        reports[job["task"]] = {"error": traceback.format_exc()[-3000:]}
+print(json.dumps(reports))
 """
 
 TRITON_TASKS = sorted(t.id for t in all_tasks().values() if t.language == "triton")
 
 
-def _run_check(task_id: str, *paths: Path) -> dict:
+pytestmark = [pytest.mark.xdist_group("interpreter-check"), pytest.mark.timeout(1800)]  # the first test waits for every check
+
+
+def _run_checks(jobs: dict[str, list[Path]], timeout: float) -> dict[str, dict]:
+    """Task id -> {label: verdicts}, or {"error": traceback} where the check itself failed."""
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO_ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-c", _CHECK, task_id, *map(str, paths)], env=env, capture_output=True, text=True, timeout=900
-    )
+    payload = json.dumps([{"task": task, "paths": [str(p) for p in paths]} for task, paths in jobs.items()])
+    done = subprocess.run([sys.executable, "-c", _CHECK, payload], env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _run_check(task_id: str, *paths: Path) -> dict:
+    report = _run_checks({task_id: list(paths)}, timeout=900)[task_id]
+    assert "error" not in report, report.get("error")
+    return report
+
+
+@pytest.fixture(scope="module")
+def every_report() -> dict[str, dict]:
+    """Every Triton task's baseline and reference solution, checked in one child."""
+    jobs = {}
+    for task_id in TRITON_TASKS:
+        task = get_task(task_id)
+        solution = reference_solution_path(task)
+        jobs[task_id] = [task.baseline_path] + ([solution] if solution else [])
+    return _run_checks(jobs, timeout=3600)
 
 
 def test_every_triton_task_has_small_shapes_for_the_interpreter():
@@ -52,11 +79,11 @@ def test_every_task_ships_a_reference_solution():
 
 
 @pytest.mark.parametrize("task_id", TRITON_TASKS)
-def test_baseline_and_reference_solution_are_correct_under_the_interpreter(task_id):
+def test_baseline_and_reference_solution_are_correct_under_the_interpreter(task_id, every_report):
     task = get_task(task_id)
-    solution = reference_solution_path(task)
-    paths = [task.baseline_path] + ([solution] if solution else [])
-    report = _run_check(task_id, *paths)
+    report = every_report[task_id]
+    assert "error" not in report, report.get("error")
+    assert set(report) == {"baseline", "reference_solution"}, "both the baseline and our solution are checked"
     failures = {label: [v for v in verdicts if not v["passed"]] for label, verdicts in report.items()}
     assert failures == {label: [] for label in report}, failures
     runs_per_shape = 2 if task.strided_args else 1  # plain inputs, then row-strided ones
