@@ -104,11 +104,17 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         yield
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the items
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True)  # around every other impl: xdist reads the groups off the items in its own
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]):
     for item in items:
         if item.get_closest_marker("site_packages"):
             item.add_marker(pytest.mark.xdist_group(SITE_PACKAGES_GROUP))
+    _skip_gpu_tests(items)
+    return (yield)
+
+
+def _skip_gpu_tests(items: list[pytest.Item]) -> None:
+    """GPU tests skip with the reason where torch sees no GPU."""
     if _gpu_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA or ROCm GPU; torch sees none on this machine")
