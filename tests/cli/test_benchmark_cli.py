@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.site_packages  # runs cpu-mini from transformers, which the group's tests patch
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 

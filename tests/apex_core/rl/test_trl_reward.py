@@ -78,6 +78,7 @@ def _tiny_model_and_tokenizer(texts: list[str]):
 
 
 @pytest.mark.slow
+@pytest.mark.site_packages  # builds a Llama from transformers, which the group's tests patch
 def test_grpo_trains_two_steps_on_a_tiny_model_with_the_apex_reward_logged(reward, tmp_path):
     from trl import GRPOConfig, GRPOTrainer
 

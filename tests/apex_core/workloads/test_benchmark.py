@@ -12,6 +12,8 @@ from apex_core.workloads import get_workload
 from apex_core.workloads import runner as module
 from apex_core.workloads.results import StepTiming, coefficient_of_variation, merge_steps, percentiles_ms
 
+pytestmark = pytest.mark.site_packages  # runs cpu-mini from transformers, which the group's tests patch
+
 
 class ScriptedWorkload:
     """Steps whose times are given: prefill 0.1 s and ``decode`` seconds per decode step."""

@@ -19,6 +19,8 @@ from apex_core.workloads.requests import combined_digest, prompt_ids, token_dige
 from apex_core.workloads.results import StepTiming, merge_steps
 from apex_core.workloads.spec import DEFAULT_LAYERS, WorkloadSpec
 
+pytestmark = pytest.mark.site_packages  # runs cpu-mini from transformers, which the group's tests patch
+
 
 def _logits_per_call(workload) -> list[torch.Tensor]:
     """Every output of the model's LM head (the prefill's, then one per decode step), recorded by a

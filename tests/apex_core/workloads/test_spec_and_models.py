@@ -13,6 +13,8 @@ from apex_core.workloads import customize, get_workload, list_workloads
 from apex_core.workloads.hf import build_model, hf_config, rope_parameters
 from apex_core.workloads.spec import DEFAULT_LAYERS, WorkloadSpec
 
+pytestmark = pytest.mark.site_packages  # runs cpu-mini from transformers, which the group's tests patch
+
 
 def test_every_registry_model_has_a_workload_per_stack_and_the_catalogue_is_stable():
     ids = [s.id for s in list_workloads()]
