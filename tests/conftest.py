@@ -72,7 +72,7 @@ xdist (``--dist loadgroup``) sends the whole group to one worker, which runs it 
 
 @contextlib.contextmanager
 def _alone_or_together(alone: bool):
-    """Under xdist, a ``timing`` test runs while no other test does; the others run side by side.
+    """Under xdist, a ``timing`` or ``alone`` test runs while no other test does; the others run side by side.
 
     A readers-writer lock over the session's workers (two flock files, so a waiting ``timing``
     test is not starved): every test passes the turnstile and holds the room shared; a ``timing``
@@ -100,7 +100,7 @@ def _alone_or_together(alone: bool):
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     """The lock spans setup, call and teardown, so a module fixture that measures (first set up by
     the item that needs it) measures alone too."""
-    with _alone_or_together(item.get_closest_marker("timing") is not None):
+    with _alone_or_together(any(item.get_closest_marker(name) for name in ("timing", "alone"))):
         yield
 
 

@@ -14,8 +14,14 @@ import hashlib
 import os
 import shutil
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel
+from pydantic import BaseModel, PlainSerializer
+
+NanoTimestamp = Annotated[int, PlainSerializer(str, return_type=str, when_used="json")]
+"""A file time in nanoseconds since the epoch. Today's are near 1.8e18, past the 2**53 a JSON reader
+that keeps numbers as doubles holds exactly (JavaScript's: the Inspector, Claude Code), so JSON carries
+it as a decimal string; reading takes the string or a number."""
 
 
 class FileState(BaseModel):
@@ -25,7 +31,7 @@ class FileState(BaseModel):
     sha256: str | None = None
     size: int | None = None
     mode: int | None = None
-    mtime_ns: int | None = None
+    mtime_ns: NanoTimestamp | None = None
 
 
 def sha256_bytes(data: bytes) -> str:

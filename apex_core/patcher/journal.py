@@ -38,7 +38,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from apex_core.errors import ApexUserError
-from apex_core.patcher.files import FileState, atomic_write
+from apex_core.patcher.files import FileState, NanoTimestamp, atomic_write
 from apex_core.patcher.lock import ProcessIdentity
 
 JOURNAL_FILE = "journal.json"
@@ -79,7 +79,7 @@ class JournalEntry(BaseModel):
     target: str
     original: FileState
     backup: str | None = Field(default=None, description="file name under backups/, None when the target did not exist")
-    folder_mtime_ns: int | None = Field(default=None, description="the target's folder's mtime before this change")
+    folder_mtime_ns: NanoTimestamp | None = Field(default=None, description="the target's folder's mtime before this change")
 
 
 class Journal(BaseModel):

@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -360,6 +361,13 @@ PIPELINE_CALLS = [
 ]
 """The pipeline server's tools: one whole cpu-mini run, then the tools that read it."""
 
+PREPARED_BY: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
+    "apex-identifier": [("servers.profiler", "profile_workload", {"workload": "cpu-mini", "calls": 1, "top": 5})],
+    "apex-patcher": [("servers.grader", "grade_solution", {"task_id": "cpu-mini__rms_norm", "solution_path": str(REPO_ROOT / CANNED)})],
+}
+"""What a server's calls stand on that another server makes (module, tool, arguments): identify reads
+the newest profiled run, a patch needs the file's signed grading. Made first, in the same folder."""
+
 
 def _wire(value: Any) -> Any:
     """What a reply carries as JSON: NaN and infinity become null, as in every MCP transport."""
@@ -381,9 +389,15 @@ GATEWAY_CALLS: list[tuple[str, dict[str, Any], str]] = [
 schemas are compared for every tool), so the expensive tools are not run a second time."""
 
 
-def _validated_replies(module: str, calls: list[tuple[str, dict[str, Any], str]]) -> tuple[dict[str, Any], list[tuple[str, str, Any]]]:
-    """The server's output schemas and its replies to ``calls``, made in order in one session."""
+def _validated_replies(module: str, calls: list[tuple[str, dict[str, Any], str]],
+                       prepared_by: Sequence[tuple[str, str, dict[str, Any]]] = ()) -> tuple[dict[str, Any], list[tuple[str, str, Any]]]:
+    """The server's output schemas and its replies to ``calls``, made in order in one session
+    after the other servers' ``prepared_by`` calls."""
     async def session() -> tuple[dict[str, Any], list[tuple[str, str, Any]]]:
+        for other, tool, arguments in prepared_by:
+            async with Client(importlib.import_module(other).mcp) as client:
+                prepared = await client.call_tool(tool, arguments, raise_on_error=False)
+                assert not prepared.is_error, (other, tool, prepared.content)
         async with Client(importlib.import_module(module).mcp) as client:
             schemas = {tool.name: tool.outputSchema for tool in await client.list_tools()}
             replies = []
@@ -420,7 +434,7 @@ def test_every_reply_of_every_tool_validates_against_its_own_output_schema(name,
     spec = next(s for s in SERVERS if s.name == name)
     by_tool = {tool.name: server.name for server in SERVERS for tool in server.tools}
     calls = _grader_calls(tmp_path) + WORKLOAD_CALLS + SOURCE_CALLS + PATCHER_CALLS + PIPELINE_CALLS
-    schemas, replies = _validated_replies(spec.module, [c for c in calls if by_tool[c[0]] == name])
+    schemas, replies = _validated_replies(spec.module, [c for c in calls if by_tool[c[0]] == name], PREPARED_BY.get(name, []))
     assert {tool for tool, _, _ in replies} == set(schemas), "a tool was left out"
 
 

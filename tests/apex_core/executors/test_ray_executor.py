@@ -180,7 +180,7 @@ def test_a_verdict_is_shared_with_a_fresh_driver_and_through_a_nodes_cache(execu
         assert again.result.outcome is first.result.outcome and again.result.checks == first.result.checks
     with RayExecutor(cache=GradeCache(tmp_path / "new-driver"), cpu_actors_per_node=1, node_cache_dir=str(node)) as other:
         from_node = other.grade(request(body, QUICK))
-        assert from_node.placement.attempts == 1 and from_node.result.cached  # the actor found it in its node's cache
+        assert from_node.placement.attempts == 1 and from_node.result.cached, from_node.result.reason  # found in its node's cache
         assert from_node.result.outcome is first.result.outcome
 
 

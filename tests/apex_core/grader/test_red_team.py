@@ -137,6 +137,7 @@ def test_children_that_together_exceed_the_memory_limit_are_killed(task, tmp_pat
     assert time.monotonic() - started < 40
 
 
+@pytest.mark.alone  # every grading on another worker would see score.py change and be void
 def test_a_solution_that_edits_the_grader_is_tampering_and_the_file_is_restored(task, tmp_path):
     # Unconfined: a confined solution cannot write there at all (test_sandbox.py); this is the
     # integrity snapshot, the defense left when the user grades --unconfined.
@@ -157,6 +158,7 @@ def test_a_solution_that_edits_the_grader_is_tampering_and_the_file_is_restored(
         target.write_bytes(original)
 
 
+@pytest.mark.alone  # every grading on another worker would see score.py change and be void
 def test_an_edit_to_apex_by_another_process_during_a_confined_grading_voids_it_and_is_kept(task, tmp_path):
     # Confined, the solution cannot write Apex's files (test_sandbox.py): a change seen afterwards
     # came from elsewhere (here: the test, as a developer's editor would), so it is neither

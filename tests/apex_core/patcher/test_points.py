@@ -99,7 +99,20 @@ def test_a_tiny_qwen3_5_computes_the_same_logits_through_the_patched_rms_norm_si
         tmp_path)
 
 
-def test_the_workloads_kernel_stack_picks_its_points_where_they_are_installed(tmp_path, monkeypatch):
+@pytest.fixture
+def made_up_packages(tmp_path, monkeypatch):
+    """A folder on sys.path for packages a test writes; their modules leave sys.modules with it (a
+    stray ``liger_kernel`` there tells later importers, trl among them, that Liger is installed)."""
+    before = set(sys.modules)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    for name in set(sys.modules) - before:
+        if Path(getattr(sys.modules[name], "__file__", None) or "/").is_relative_to(tmp_path):
+            del sys.modules[name]
+
+
+def test_the_workloads_kernel_stack_picks_its_points_where_they_are_installed(made_up_packages):
+    tmp_path = made_up_packages
     rope = get_task(f"{LLAMA}__rope")
     assert point_for(rope).id == "transformers.llama.rope"
     assert point_for(rope, kernel_stacks=("liger",)).id == "transformers.llama.rope"  # Liger is not installed here
@@ -108,17 +121,15 @@ def test_the_workloads_kernel_stack_picks_its_points_where_they_are_installed(tm
     for init in (package.parent / "__init__.py", package / "__init__.py"):
         init.write_text("")
     (package / "rope.py").write_text("def liger_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):\n    pass\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
     assert point_for(rope, kernel_stacks=("liger",)).id == "liger.llama.rope"
     assert point_for(rope).id == "transformers.llama.rope"  # a plain workload keeps transformers' modules
 
 
-def test_a_compiled_library_is_refused_as_a_target(tmp_path, monkeypatch):
-    package = tmp_path / "stack_with_c"
+def test_a_compiled_library_is_refused_as_a_target(made_up_packages):
+    package = made_up_packages / "stack_with_c"
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "_C.abi3.so").write_bytes(b"\x7fELF")
-    monkeypatch.syspath_prepend(str(tmp_path))
     point = PatchPoint(id="x", stack="x", kernels=("rms_norm",), models=(LLAMA,), module="stack_with_c._C", description="",
                        body=get_point("transformers.llama.rms_norm").body, model_path=get_point("transformers.llama.rms_norm").model_path)
     with pytest.raises(ApexUserError, match="compiled library .* cannot be replaced kernel by kernel"):
