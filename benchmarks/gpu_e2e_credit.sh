@@ -9,6 +9,8 @@
 #   CASES="llama-3-1-8b-instruct:liger:8 qwen3-5-27b:fla:4" bash benchmarks/gpu_e2e_credit.sh
 #
 # A case is MODEL:STACK:LAYERS; its tasks are the stack's patch points of that model (TASKS_<stack>).
+# WHICH="references" measures only our references; SKIP_BENCH=1 leaves out `apex benchmark` (the
+# profile still runs: its shares bound the credits).
 # Everything lands in $E2E (default /tmp/e2e) and is copied to $OUT at the end, so a driver that
 # polls in several device calls can copy what is done so far: `cp -r $E2E $OUT/`.
 set -u
@@ -56,15 +58,17 @@ for CASE in $CASES; do
   R=$E2E/$MODEL; mkdir -p "$R"
   TASKS=$(eval echo \$TASKS_$STACK); KFLAG="--kernels $STACK"; [ "$STACK" = none ] && KFLAG=""
   say "== $MODEL --kernels $STACK --layers $LAYERS: $TASKS"
-  timed "$R/benchmark.json" "$R/benchmark.err" $A benchmark --workload "$MODEL" $KFLAG --layers "$LAYERS" --runs "$RUNS" --results-dir "$R" --json
-  python3 -c "import json,sys; d=json.load(open('$R/benchmark.json')); print('benchmark', round(d['tokens_per_s']), 'cv', d['cv'], [round(r['tokens_per_s']) for r in d['runs']], d.get('notes'))" 2>&1 | tee -a "$E2E/log.txt"
+  if [ -z "${SKIP_BENCH:-}" ]; then
+    timed "$R/benchmark.json" "$R/benchmark.err" $A benchmark --workload "$MODEL" $KFLAG --layers "$LAYERS" --runs "$RUNS" --results-dir "$R" --json
+    python3 -c "import json,sys; d=json.load(open('$R/benchmark.json')); print('benchmark', round(d['tokens_per_s']), 'cv', d['cv'], [round(r['tokens_per_s']) for r in d['runs']], d.get('notes'))" 2>&1 | tee -a "$E2E/log.txt"
+  fi
   timed "$R/profile.json" "$R/profile.err" $A profile --workload "$MODEL" $KFLAG --layers "$LAYERS" --results-dir "$R/profile" --json
   P=$(python3 -c "import json; print(json.load(open('$R/profile.json'))['results_dir'])")
   timed "$R/identify-out.json" "$R/identify.err" $A identify --results "$P" --top-k 15 --no-shapes --json
   python3 -c "
 import json; d=json.load(open('$R/identify-out.json'))
 for k in d[:15]: print('identify', round(100*k['device_time_share'],2), '%', k.get('kind'), k.get('task_id'), k.get('patchable'))" 2>&1 | tee -a "$E2E/log.txt"
-  for WHICH in baselines references; do
+  for WHICH in ${WHICH:-baselines references}; do
     say "-- $MODEL: the $WHICH patched in"
     for K in $TASKS; do
       T=${MODEL}__$K; F=$(solution "$T" "$WHICH")

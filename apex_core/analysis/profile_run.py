@@ -16,8 +16,7 @@ from apex_core.errors import ApexUserError
 from apex_core.progress import Progress, reporter
 from apex_core.profiling import KernelRecord, ProfileResult, capture, new_run_dir, save_profile
 from apex_core.workloads import WorkloadSpec, customize, load
-
-WORKLOAD_FILE = "workload.json"
+from apex_core.workloads.runner import PROFILED_WORKLOAD_FILE as WORKLOAD_FILE
 
 
 def profile_workload(

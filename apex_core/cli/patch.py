@@ -19,7 +19,7 @@ app = typer.Typer(help="Show or undo the patches applied to this Python environm
 
 WorkloadOption = Annotated[Optional[str], typer.Option(
     "--workload", help="The workload the patches are for: the points of its kernel stack (as its last 'apex benchmark' "
-                       "ran it, e.g. with --kernels liger) are used; default: transformers' own modules.")]
+                       "or 'apex profile' ran it, e.g. with --kernels liger) are used; default: transformers' own modules.")]
 
 
 def _kernel_stacks(workload: str | None, results_dir: Path) -> tuple[str, ...]:
@@ -62,9 +62,9 @@ def integrate_command(
 
 
 def benchmark_final_command(
-    workload: Annotated[str, typer.Option("--workload", help="The workload of the first benchmark, e.g. cpu-mini.")],
+    workload: Annotated[str, typer.Option("--workload", help="The workload, e.g. cpu-mini, as its last 'apex benchmark' or 'apex profile' resolved it (depth, kernel stacks).")],
     runs: Annotated[Optional[int], typer.Option(help="Rounds, each arm once per round (default: as many as the workload's last 'apex benchmark', at least 6: the fewest for a distribution-free 95% interval).")] = None,
-    results_dir: Annotated[Path, typer.Option(help="Where the first benchmark's results are and final.json goes.")] = Path("results"),
+    results_dir: Annotated[Path, typer.Option(help="Where the first benchmark's or profile's results are and final.json goes.")] = Path("results"),
     unconfined: Annotated[bool, typer.Option("--unconfined", help="Run the workers with your own rights where patched code cannot be confined (recorded in the result).")] = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -180,7 +180,7 @@ def status_command(as_json: JsonOption = False) -> None:
 @app.command("check")
 def check_command(
     workload: Annotated[str, typer.Option("--workload", help="The workload whose model is compared, e.g. cpu-mini (as its "
-                                                            "last 'apex benchmark' resolved it, kernel stacks included).")],
+                                                            "last 'apex benchmark' or 'apex profile' resolved it, kernel stacks included).")],
     prompts: Annotated[Optional[int], typer.Option(help="Fixed prompts run through both models (default 4).")] = None,
     tokens: Annotated[Optional[int], typer.Option(help="Greedy tokens decoded per prompt after the prefill's (default 16).")] = None,
     results_dir: Annotated[Path, typer.Option(help="Where the workload's benchmarks are and accuracy.json goes.")] = Path("results"),

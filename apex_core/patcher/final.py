@@ -85,23 +85,25 @@ class FinalBenchmark(BaseModel):
 
 
 def as_first_benchmarked(workload_id: str, results_root: Path, runs: int | None) -> tuple[WorkloadSpec, int]:
-    """The workload as the last ``apex benchmark`` of it resolved it (else the catalogue's), and the
-    number of rounds: ``runs`` if given, else that benchmark's run count, else 5, and at least
-    ``MIN_PAIRS`` (the fewest that can give a 95% interval) unless ``runs`` says otherwise."""
+    """The workload as the last ``apex benchmark`` or ``apex profile`` of it resolved it, whichever is
+    newer (else the catalogue's), and the number of rounds: ``runs`` if given, else that benchmark's
+    run count, else 5, and at least ``MIN_PAIRS`` (the fewest that can give a 95% interval) unless
+    ``runs`` says otherwise."""
     from apex_core.workloads import get_workload
-    from apex_core.workloads.runner import DEFAULT_RUNS, stored_results
+    from apex_core.workloads.runner import DEFAULT_RUNS, last_measured
 
     spec = get_workload(workload_id)
-    first = [r for r in stored_results(results_root) if r.workload.id == spec.id]
-    if first:
-        spec = first[-1].workload
+    measured = last_measured(spec.id, results_root)
+    benchmark = measured[1] if measured else None
+    if measured:
+        spec = measured[0]
     if runs is not None:
         return spec, runs
-    return spec, max(len(first[-1].runs) if first else DEFAULT_RUNS, MIN_PAIRS)
+    return spec, max(len(benchmark.runs) if benchmark else DEFAULT_RUNS, MIN_PAIRS)
 
 
 def workload_kernel_stacks(workload: str | None, results_root: Path) -> tuple[str, ...]:
-    """The kernel stacks (``--kernels``) ``workload`` ran with in its last benchmark under
+    """The kernel stacks (``--kernels``) ``workload`` ran with in its last benchmark or profile under
     ``results_root`` (else the catalogue's): whose patch points its winners go to. None: ()."""
     return as_first_benchmarked(workload, results_root, None)[0].kernels if workload else ()
 

@@ -45,6 +45,8 @@ MAX_MIXES_PER_RUN = 1000
 DEFAULT_MAX_CV = 0.05
 DEFAULT_DRIFT = 0.05
 RESULT_FILE = "benchmark.json"
+PROFILED_WORKLOAD_FILE = "workload.json"
+"""What ``apex profile`` writes beside a run's profile: the workload as it resolved it."""
 WORKLOAD_PACKAGES = ("transformers", "liger-kernel", "flash-linear-attention", "fla-core", "vllm", "sglang")
 
 
@@ -134,6 +136,26 @@ def stored_results(root: Path) -> list[BenchmarkResult]:
         except (OSError, ValueError):
             continue
     return sorted(found, key=lambda r: r.created_at)
+
+
+def last_measured(workload_id: str, root: Path) -> tuple[WorkloadSpec, BenchmarkResult | None] | None:
+    """The workload as the newest ``apex benchmark`` or ``apex profile`` of it under ``root``
+    resolved it (depth, kernel stacks, dtype), with that benchmark when a benchmark is the newer;
+    None when neither ran. A profile counts because the kernels a user goes on to patch, the shares
+    that bound their credit and the model the final benchmark measures must all be the one profiled."""
+    benchmarked = [r for r in stored_results(root) if r.workload.id == workload_id]
+    newest: tuple[dt.datetime, WorkloadSpec, BenchmarkResult | None] | None = None
+    if benchmarked:
+        newest = (dt.datetime.fromisoformat(benchmarked[-1].created_at), benchmarked[-1].workload, benchmarked[-1])
+    for path in root.glob(f"**/{PROFILED_WORKLOAD_FILE}") if root.is_dir() else []:
+        try:
+            spec = WorkloadSpec.model_validate_json(path.read_bytes())
+            when = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc)
+        except (OSError, ValueError):
+            continue
+        if spec.id == workload_id and (newest is None or when > newest[0]):
+            newest = (when, spec, None)
+    return None if newest is None else (newest[1], newest[2])
 
 
 def _matching(root: Path, spec_key: str, environment_key: str) -> list[BenchmarkResult]:

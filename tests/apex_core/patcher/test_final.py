@@ -221,3 +221,21 @@ def test_the_final_benchmark_takes_at_least_six_rounds_unless_told_otherwise(tmp
     assert MIN_PAIRS == 6
     assert as_first_benchmarked("cpu-mini", tmp_path, None)[1] == 6
     assert as_first_benchmarked("cpu-mini", tmp_path, 2)[1] == 2
+
+
+def test_without_a_benchmark_the_final_benchmark_measures_the_workload_as_last_profiled(tmp_path):
+    """A user who profiles, identifies and patches without 'apex benchmark' gets the depth the shares
+    came from (an H200 run, 2026-12-04, measured the catalogue's 2 layers against an 8-layer profile)."""
+    from apex_core.workloads.runner import PROFILED_WORKLOAD_FILE
+    from apex_core.workloads.spec import customize
+
+    profiled = customize(get_workload("cpu-mini"), layers=3)
+    assert profiled.layers != get_workload("cpu-mini").layers
+    run = tmp_path / "profile" / "20261204-000000-ab12"
+    run.mkdir(parents=True)
+    (run / PROFILED_WORKLOAD_FILE).write_text(profiled.model_dump_json())
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / PROFILED_WORKLOAD_FILE).write_text(customize(get_workload("llama-3-1-8b-instruct"), layers=4).model_dump_json())
+    spec, rounds = as_first_benchmarked("cpu-mini", tmp_path, None)
+    assert spec == profiled and rounds == MIN_PAIRS
+    assert as_first_benchmarked("llama-3-1-8b-instruct", tmp_path, None)[0].layers == 4
