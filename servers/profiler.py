@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from apex_core.analysis import ProfileSummary
 from apex_core.analysis import profile_workload as run_profile
 from apex_core import workloads
+from apex_core.patcher.original import refuse_if_patched
 from apex_core.workloads import BenchmarkResult, benchmark, customize, get_workload
 from servers._common import READ_ONLY, create_server, in_thread_with_progress, user_errors_as_tool_errors
 
@@ -79,6 +80,7 @@ async def benchmark_workload(
     """Measure a workload end to end: tokens/s for prefill and decode (medians over the runs),
     decode-step latency percentiles, the runs' CV and drift against the last run. Use it before and
     after a change to see what the change is worth."""
+    refuse_if_patched("benchmark_workload")
     spec = customize(get_workload(workload), layers=layers, kernels=kernels)
     return await in_thread_with_progress(
         ctx, lambda progress: benchmark(spec, runs=runs, cache_hours=cache_hours, results_dir=RESULTS_ROOT, progress=progress)

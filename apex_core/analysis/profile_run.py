@@ -25,9 +25,12 @@ def profile_workload(
     """Profile ``calls`` request mixes of ``spec`` after ``warmup`` unrecorded ones; the result and its folder.
     Decode runs eagerly here whatever ``spec`` asks (the shares of device time are those of the
     kernels a graph would replay)."""
+    from apex_core.patcher.original import refuse_if_patched
+
     report = reporter(progress)
     if calls < 1:
         raise ApexUserError(f"--calls must be at least 1, not {calls}")
+    refuse_if_patched("a profile")  # its shares bound every later credit: they must be the original's
     # Decode eagerly over the same static cache: a graph replays the same kernels, but under a graph
     # the profiler cannot tell which op launched one, and identify needs that to name its source.
     spec = customize(spec, graphs=False).resolved() if spec.stack == "transformers" else spec.resolved()

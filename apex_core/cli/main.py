@@ -42,7 +42,26 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},  # every subcommand inherits -h
 )
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        import platform
+
+        from apex_core import __version__
+
+        typer.echo(f"apex {__version__} (python {platform.python_version()})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _apex(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                                help="Print Apex's version and exit.")] = False) -> None:
+    """Apex: an RL environment and tool suite in which LLM agents optimize GPU kernels."""
+
+
 tasks_app = typer.Typer(help="List and inspect the kernel tasks.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(mcp_app, name="mcp")
@@ -453,6 +472,10 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Exit as done:
         sys.exit(done.exit_code)
     except typer.TyperException as error:  # usage errors: unknown option, missing value, bad type
+        # 'apex' or 'apex tasks' alone: the help, exit 0 (by name: typer ships its own copy of click)
+        if type(error).__name__ == "NoArgsIsHelpError":
+            sys.stdout.write(error.format_message() + "\n")
+            sys.exit(0)
         context = getattr(error, "ctx", None)
         hint = f" (see '{context.command_path} --help')" if context is not None else ""
         message = error.format_message() if hasattr(error, "format_message") else str(error)

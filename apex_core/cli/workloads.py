@@ -93,9 +93,11 @@ def benchmark_command(
     results_dir: Annotated[Path | None, typer.Option(help="Where results/<run-id>/ go (default: ./results).")] = None,
     max_cv: Annotated[float, typer.Option(help="Flag the result when the runs' coefficient of variation exceeds this.")] = DEFAULT_MAX_CV,
     fail_on_cv: Annotated[bool, typer.Option("--fail-on-cv", help="Exit 1 when the CV exceeds --max-cv.")] = False,
+    patched: Annotated[bool, typer.Option("--patched", help="Measure the stack with the patches now in place, on purpose (its results are kept apart from the original's); without it a benchmark refuses while patches are in place.")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Benchmark a workload end to end: tokens/s (prefill, decode), latency percentiles, CV, drift."""
+    from apex_core.patcher.original import patched_environment, refuse_if_patched
     from apex_core.workloads import benchmark, customize, get_workload
     from apex_core.workloads.runner import check_options
 
@@ -107,12 +109,15 @@ def benchmark_command(
     if workload is None:
         raise ApexUserError("give --workload ID (e.g. --workload cpu-mini), or --list to see the workloads")
     check_options(runs, warmup, cache_hours, max_cv, min_run_s)
+    if not patched:
+        refuse_if_patched("apex benchmark", how_on_purpose="pass --patched to measure the patched stack on purpose")
     spec = customize(get_workload(workload), layers=layers, batch=batch, prompt_tokens=prompt_tokens,
                      decode_tokens=decode_tokens, dtype=dtype, device=device, kernels=kernels, docker_image=docker_image,
                      graphs=graphs, kv_cache=kv_cache)
     with progress_reporter("benchmark") as progress:
         result = benchmark(spec, runs=runs, warmup=warmup, cache_hours=cache_hours, results_dir=results_dir,
-                           max_cv=max_cv, min_run_s=min_run_s, progress=progress)
+                           max_cv=max_cv, min_run_s=min_run_s, progress=progress,
+                           environment_extra=patched_environment() if patched else None)
     if as_json:
         print_json(result.model_dump(mode="json"))
     else:

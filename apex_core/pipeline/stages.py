@@ -46,10 +46,12 @@ def workload_spec(state: RunState) -> WorkloadSpec:
 
 
 def benchmark_stage(state: RunState, progress: Progress | None) -> str:
+    from apex_core.patcher.original import refuse_if_patched
     from apex_core.workloads.runner import benchmark
 
     if state.config.tasks:
         raise Skip("optimizing the given tasks alone: no workload to measure")
+    refuse_if_patched("the run's first benchmark")
     result = benchmark(workload_spec(state), state.config.runs, cache_hours=state.config.cache_hours,
                        results_dir=state.folder / BENCHMARK_DIR, progress=progress)
     state.baseline = {"tokens_per_s": result.tokens_per_s, "cv": result.cv, "runs": [r.tokens_per_s for r in result.runs],

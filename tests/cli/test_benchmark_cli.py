@@ -40,9 +40,9 @@ def test_cpu_mini_benchmark_end_to_end_through_the_installed_command(tmp_path):
     result = json.loads(done.stdout)
     assert result["workload"]["id"] == "cpu-mini" and len(result["runs"]) == 2 and result["tokens_per_s"] > 0
     assert "cv" in result and result["results_dir"].startswith(str(tmp_path))
-    # --min-run-s repeats cpu-mini's short request mix until a run lasts that long.
-    assert result["min_run_s"] == 0.2 and result["request_mixes_per_run"] > 1
-    assert all(run["request_mixes"] == result["request_mixes_per_run"] for run in result["runs"])
+    # --min-run-s reaches the benchmark, which repeats the request mix by it in every run (how many
+    # mixes: test_benchmark.py; one mix already lasts 0.2 s on a busy shared core, so no count here).
+    assert result["min_run_s"] == 0.2 and all(run["request_mixes"] == result["request_mixes_per_run"] for run in result["runs"])
     stored = json.loads((Path(result["results_dir"]) / "benchmark.json").read_text())
     assert stored["run_id"] == result["run_id"]
     assert "benchmark" in done.stderr  # progress on stderr, stdout plain JSON

@@ -185,3 +185,14 @@ def test_eval_dry_run_keeps_an_edited_solution_unless_told_to_overwrite(apex_cli
     done = apex_cli("eval", "--dry-run", "--overwrite", "--output-dir", str(tmp_path / "output"))
     assert done.returncode == 0, done.stderr
     assert "# my own" not in solution.read_text()
+
+
+def test_version_and_short_help_answer_at_every_level_and_a_bare_command_shows_its_help(apex_cli):
+    version = apex_cli("--version")
+    assert version.returncode == 0 and version.stdout.startswith("apex 0.") and "python 3." in version.stdout
+    for args in (["-h"], ["tasks", "-h"], ["patch", "restore", "-h"]):
+        shown = apex_cli(*args)
+        assert shown.returncode == 0 and shown.stdout.startswith("Usage: "), (args, shown.stderr)
+    for args in ([], ["tasks"]):
+        bare = apex_cli(*args)
+        assert bare.returncode == 0 and bare.stdout.startswith("Usage: ") and bare.stderr == "", (args, bare.stderr)
