@@ -186,6 +186,7 @@ def test_an_edit_to_apex_by_another_process_during_a_confined_grading_voids_it_a
         target.write_bytes(original)
 
 
+@pytest.mark.alone  # every grading on another worker would see the baseline change and be void
 def test_slowing_the_baseline_by_editing_it_earns_no_speedup(task, tmp_path):
     # Unconfined, as above: confined, the baseline is read-only to the solution (test_sandbox.py).
     baseline = task.baseline_path
