@@ -188,4 +188,4 @@ for cli in "${CLI_LIST[@]}"; do
   esac
 done
 
-say "==> ready: source $VENV/bin/activate, then try 'apex tasks list' or 'apex eval --dry-run'"
+say "==> ready: source $VENV/bin/activate, then try 'apex run --workload cpu-mini' (the whole pipeline on this CPU) or 'apex tasks list'"

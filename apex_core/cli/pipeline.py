@@ -160,6 +160,14 @@ def leaderboard_command(
         raise ApexUserError(f"no leaderboard in {results_dir}: 'apex run --workload ID' adds to it (without --no-leaderboard)")
     board = Leaderboard(results_dir)
     entries, standings = board.entries(task, agent), board.standings()
+    if agent is not None:
+        known = sorted({s.agent for s in standings})
+        if agent not in known:
+            from apex_core.errors import ApexUserError
+
+            raise ApexUserError(f"--agent {agent!r}: no entry of that agent in {results_dir / LEADERBOARD_FILE}; "
+                                f"its agents: {', '.join(known) or 'none yet'}")
+        standings = [s for s in standings if s.agent == agent]
     if as_json:
         print_json({"entries": entries, "standings": [s.model_dump() for s in standings]})
         return
