@@ -13,7 +13,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
 
 import typer
 
@@ -466,9 +466,8 @@ def main(argv: list[str] | None = None) -> None:
     except ApexUserError as error:
         sys.stderr.write(f"apex: error: {error}\n")
         sys.exit(2)
-    except typer.Abort:
-        sys.stderr.write("apex: aborted\n")
-        sys.exit(130)
+    except typer.Abort:  # end of input at a prompt
+        _interrupted(argv)
     except typer.Exit as done:
         sys.exit(done.exit_code)
     except typer.TyperException as error:  # usage errors: unknown option, missing value, bad type
@@ -481,7 +480,17 @@ def main(argv: list[str] | None = None) -> None:
         message = error.format_message() if hasattr(error, "format_message") else str(error)
         sys.stderr.write(f"apex: error: {message}{hint}\n")
         sys.exit(2)
+    if result == 130:  # typer turns Ctrl-C into exit code 130, silently
+        _interrupted(argv)
     sys.exit(result if isinstance(result, int) else 0)
+
+
+def _interrupted(argv: list[str] | None) -> NoReturn:
+    """One line on Ctrl-C, and for a run the way to go on (its state is saved after every step)."""
+    command = (sys.argv[1:] if argv is None else argv)[:1]
+    resume = " (go on with 'apex run --resume latest')" if command == ["run"] else ""
+    sys.stderr.write(f"apex: interrupted{resume}\n")
+    sys.exit(130)
 
 
 if __name__ == "__main__":

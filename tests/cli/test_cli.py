@@ -1,7 +1,10 @@
 """The `apex` command line as a user runs it, bad input included."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -196,3 +199,39 @@ def test_version_and_short_help_answer_at_every_level_and_a_bare_command_shows_i
     for args in ([], ["tasks"]):
         bare = apex_cli(*args)
         assert bare.returncode == 0 and bare.stdout.startswith("Usage: ") and bare.stderr == "", (args, bare.stderr)
+
+
+
+def test_ctrl_c_during_a_grading_is_one_line_and_leaves_no_traceback(tmp_path):
+    import signal
+
+    from tests.conftest import REPO_ROOT as ROOT
+
+    sleepy = tmp_path / "sleepy.py"
+    sleepy.write_text("import time\ntime.sleep(120)\ndef rms_norm(x, weight, eps):\n    return x\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "APEX_CACHE_DIR": str(tmp_path / "cache")}
+    child = subprocess.Popen([sys.executable, "-m", "apex_core.cli.main", "grade", "--task", "cpu-mini__rms_norm",
+                              "--solution", str(sleepy), "--no-cache"], cwd=tmp_path, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in child.stderr:  # the grading's progress: inside the command, past the imports
+        seen.append(line)
+        if "grad" in line.lower():
+            break
+    child.send_signal(signal.SIGINT)
+    _, rest = child.communicate(timeout=120)
+    stderr = "".join(seen) + rest
+    assert child.returncode == 130 and stderr.strip().splitlines()[-1] == "apex: interrupted", stderr[-2000:]
+    assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize(("command", "said"), [("run", "apex: interrupted (go on with 'apex run --resume latest')"),
+                                               ("grade", "apex: interrupted")])
+def test_an_interrupted_command_says_so_in_one_line_and_a_run_how_to_go_on(command, said, monkeypatch, capsys):
+    from apex_core.cli import main as cli
+
+    monkeypatch.setattr(cli, "app", lambda **_: 130)  # what typer returns on Ctrl-C
+    monkeypatch.setattr(cli, "_recover_patches", lambda: None)
+    with pytest.raises(SystemExit) as done:
+        cli.main([command, "--workload", "cpu-mini"])
+    assert done.value.code == 130 and capsys.readouterr().err == said + "\n"
