@@ -52,6 +52,13 @@ def preflight(agent: Agent, task: Task, solution_path: Path) -> None:
         check(task, solution_path)
 
 
+def available(agent: Agent) -> None:
+    """Let ``agent`` refuse before any task is known (a backend with a CLI checks it is there)."""
+    check = getattr(agent, "available", None)
+    if check is not None:
+        check()
+
+
 BACKENDS = ("dry-run", "replay", "claude", "codex", "cursor")
 
 

@@ -75,10 +75,14 @@ class ClaudeCodeAgent:
 
     def preflight(self, task: Task, solution_path: Path) -> None:
         """Refuse before anything is written when the CLI is missing or its session cannot be confined."""
+        self.available()
+
+    def available(self) -> None:
+        """The CLI is on PATH and its session can be confined (else one line saying what to do)."""
         if shutil.which(self.executable) is None:
             raise AgentUnavailableError(
                 "the 'claude' CLI is not on PATH; install it (npm install -g @anthropic-ai/claude-code), "
-                "log in, or use --dry-run"
+                "log in, or use --agent replay (apex run) or --dry-run (apex eval)"
             )
         confine.require()
 

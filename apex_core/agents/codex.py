@@ -73,6 +73,10 @@ class CodexAgent:
         return [*argv, headless.one_prompt(system, prompt, f"{self.max_turns} actions (commands, edits and tool calls)")]
 
     def preflight(self, task: Task, solution_path: Path) -> None:
+        self.available()
+
+    def available(self) -> None:
+        """The CLI is on PATH and its session can be confined (else one line saying what to do)."""
         if shutil.which(self.executable) is None:
             raise AgentUnavailableError("the 'codex' CLI is not on PATH; install it (npm install -g @openai/codex), log in "
                                         "(codex login), or use --agent replay")

@@ -48,6 +48,10 @@ class CursorAgent:
         return [*argv, headless.one_prompt(system, prompt, f"{self.max_turns} tool calls")]
 
     def preflight(self, task: Task, solution_path: Path) -> None:
+        self.available()
+
+    def available(self) -> None:
+        """The CLI is on PATH and its session can be confined (else one line saying what to do)."""
         if shutil.which(self.executable) is None:
             raise AgentUnavailableError("Cursor's CLI agent ('agent' or 'cursor-agent') is not on PATH; install it "
                                         "(curl https://cursor.com/install -fsS | bash), set CURSOR_API_KEY, or use --agent replay")

@@ -243,9 +243,11 @@ def _all_gpus(count: int, device: str | None) -> list[str]:
     if count < 0:
         raise ApexUserError(f"--gpus {count} is not a number of GPUs; give 2 or more, 0 for every visible GPU, or leave --gpus out")
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if visible == 0 or count > visible:
-        seen = f"{visible} GPU(s) are visible" if visible else "no GPU is visible"
-        raise ApexUserError(f"--gpus {count}: {seen}; use --gpus 0 for all of them, or leave --gpus out")
+    if visible == 0:
+        raise ApexUserError(f"--gpus {count}: no GPU is visible here; leave --gpus out to verify on this machine alone")
+    if count > visible:
+        raise ApexUserError(f"--gpus {count}: only {visible} GPU(s) are visible; give at most {visible}, 0 for all of them, "
+                            "or leave --gpus out")
     return [f"cuda:{i}" for i in range(count or visible)]
 
 

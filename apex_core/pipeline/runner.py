@@ -50,6 +50,7 @@ def run_pipeline(config: RunConfig | None, results_root: Path, *, resume: Path |
                 get_task(task_id)
         else:
             get_workload(config.workload)  # an unknown workload fails before a run folder exists
+        _check_before_a_run_folder(config)
         state = new_run(config, results_root)
     else:
         raise ApexUserError("give --workload to start a run, or --resume RUN_DIR to go on with one")
@@ -114,3 +115,15 @@ def _integrate_again_if_restored(state: RunState) -> None:
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
+
+
+def _check_before_a_run_folder(config: RunConfig) -> None:
+    """What would fail a run minutes in (a target, the agent's CLI, its recorded trajectories) fails
+    now, in one line, before a run folder exists."""
+    from apex_core.agents.base import available, make_agent
+    from apex_core.hardware.target import resolve_target
+
+    if config.gpu is not None:
+        resolve_target(config.gpu)
+    available(make_agent(config.agent, model=config.agent_model,
+                         replay_from=Path(config.replay_from) if config.replay_from else None))

@@ -235,3 +235,15 @@ def test_an_interrupted_command_says_so_in_one_line_and_a_run_how_to_go_on(comma
     with pytest.raises(SystemExit) as done:
         cli.main([command, "--workload", "cpu-mini"])
     assert done.value.code == 130 and capsys.readouterr().err == said + "\n"
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--gpu", "nope"], "unknown GPU arch or product 'nope'"),
+    (["--replay-from", "/nonexistent/trajectories"], "--replay-from /nonexistent/trajectories: no trajectory file there"),
+])
+def test_a_run_refuses_what_would_fail_it_minutes_in_before_a_run_folder_exists(apex_cli, tmp_path, args, expected):
+    results = tmp_path / "results"
+    done = apex_cli("run", "--workload", "cpu-mini", "--results-dir", str(results), *args)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and expected in lines[0], done.stderr[-2000:]
+    assert not results.exists()
