@@ -75,6 +75,28 @@ def local_temp_dir() -> str:
     return os.path.join(tempfile.gettempdir(), f"apex-ray-{os.geteuid()}")
 
 
+CONNECT_TIMEOUT_S = 10.0
+"""How long a cluster's address may take to accept a TCP connection: Ray's own join waits minutes
+on an address where nothing listens."""
+
+
+def check_reachable(address: str | None, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """One line, within ``timeout_s``, when nothing listens at ``address`` (``host:port`` or
+    ``ray://host:port``); addresses without a port ("auto", "local") are left to Ray."""
+    if not address or address in ("auto", "local"):
+        return
+    bare = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = bare.rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as error:
+        raise ApexUserError(f"cannot reach the Ray cluster at {address} (nothing answered on port {port} within "
+                            f"{timeout_s:g} s: {error.strerror or type(error).__name__}); start one there with "
+                            "'ray start --head', or leave --ray-address out to run Ray on this machine") from None
+
+
 def connect(address: str | None) -> bool:
     """Join the Ray cluster at ``address`` (or RAY_ADDRESS), or start Ray on this machine when
     neither is given; reuse a connection the process already has. True when Ray was started or
@@ -83,6 +105,7 @@ def connect(address: str | None) -> bool:
     if ray.is_initialized():
         return False
     address = address or os.environ.get("RAY_ADDRESS") or None
+    check_reachable(address)
     settings: dict[str, Any] = {"namespace": NAMESPACE, "log_to_driver": False, "logging_level": logging.WARNING}
     try:
         if address is None:

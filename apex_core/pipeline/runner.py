@@ -10,6 +10,7 @@ them itself, and a run stopped between integrate and benchmark-final restores he
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -125,5 +126,9 @@ def _check_before_a_run_folder(config: RunConfig) -> None:
 
     if config.gpu is not None:
         resolve_target(config.gpu)
+    if config.executor == "ray":
+        from apex_core.executors.ray_executor import check_reachable
+
+        check_reachable(config.ray_address or os.environ.get("RAY_ADDRESS"))
     available(make_agent(config.agent, model=config.agent_model,
                          replay_from=Path(config.replay_from) if config.replay_from else None))
