@@ -123,6 +123,15 @@ def _skip_gpu_tests(items: list[pytest.Item]) -> None:
             item.add_marker(skip)
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listened on a moment ago (the probe's socket is closed)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def run_apex(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run the real ``apex`` command line in a child process, as a user would."""
     full_env = {**os.environ, "APEX_CACHE_DIR": str(_SESSION_CACHE), **(env or {})}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from fastmcp.client.transports import StdioTransport
 
 from apex_core.hosting import hosts
 from apex_core.hosting.mcp_registry import GATEWAY, SERVERS
+from tests.conftest import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -110,15 +110,9 @@ def test_serve_speaks_stdio_by_default(tmp_path):
     assert asyncio.run(session()) == {t.name for t in SERVERS[0].tools}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.parametrize("name", ["apex-grader", "apex"])
 def test_serve_http_answers_a_remote_client(name, tmp_path):
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "apex_core.cli.main", "mcp", "serve", name, "--http", f"127.0.0.1:{port}"],
                               cwd=REPO_ROOT, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     spec = next(s for s in (*SERVERS, GATEWAY) if s.name == name)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import pytest
 
 from apex_core.errors import ApexUserError
 from servers._guard import DEFAULT_LIMIT, LIMIT_ENV, Rejection, message_limit, screen, too_large
+from tests.conftest import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,17 +91,11 @@ def test_a_server_started_with_a_bad_limit_says_so_in_one_line_and_exits_2(tmp_p
 
 # --- a real server over real streamable HTTP ------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def http_server(tmp_path_factory) -> Iterator[str]:
     """``apex mcp serve apex-pipeline --http`` with a 64 KiB limit; its endpoint's URL."""
     folder = tmp_path_factory.mktemp("http")
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "APEX_CACHE_DIR": str(folder / "cache")}
     server = subprocess.Popen([sys.executable, "-m", "apex_core.cli.main", "mcp", "serve", "apex-pipeline",
                                "--http", f"127.0.0.1:{port}", "--max-message-bytes", "65536"],

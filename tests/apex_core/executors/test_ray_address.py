@@ -9,17 +9,12 @@ import pytest
 
 from apex_core.errors import ApexUserError
 from apex_core.executors.ray_executor import check_reachable
-
-
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from tests.conftest import free_port
 
 
 @pytest.mark.parametrize("scheme", ["", "ray://"])
 def test_an_address_where_nothing_listens_is_refused_at_once_in_one_line(scheme):
-    port = _closed_port()
+    port = free_port()
     started = time.monotonic()
     with pytest.raises(ApexUserError) as refused:
         check_reachable(f"{scheme}127.0.0.1:{port}", timeout_s=5)
@@ -39,7 +34,7 @@ def test_a_listening_address_and_the_ones_ray_resolves_itself_pass():
 
 def test_apex_run_with_an_unreachable_cluster_stops_before_a_run_folder_exists(apex_cli, tmp_path):
     results = tmp_path / "results"
-    done = apex_cli("run", "--workload", "cpu-mini", "--executor", "ray", "--ray-address", f"127.0.0.1:{_closed_port()}",
+    done = apex_cli("run", "--workload", "cpu-mini", "--executor", "ray", "--ray-address", f"127.0.0.1:{free_port()}",
                     "--results-dir", str(results))
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and "cannot reach the Ray cluster" in lines[0], done.stderr[-2000:]

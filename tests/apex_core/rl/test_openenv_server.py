@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from apex_core.score import RL_REWARD_FOR_OUTCOME
+from tests.conftest import free_port
 
 pytest.importorskip("openenv", reason="the openenv extra is not installed (pip install -e '.[openenv]')")
 
@@ -26,15 +26,9 @@ CANNED = (REPO_ROOT / "apex_core" / "agents" / "canned" / f"{TASK}.py").read_tex
 WRONG = "def rms_norm(x, weight, eps):\n    return x.copy()\n"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    port = _free_port()
+    port = free_port()
     record = tmp_path_factory.mktemp("episodes")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     process = subprocess.Popen([sys.executable, "-m", "apex_core.cli.main", "env", "serve", "--port", str(port), "--tasks", TASK,
