@@ -37,6 +37,10 @@ class IdentifyReport(BaseModel):
     top_k: int | None
     recorded_sites: int
     kernels: list[IdentifiedKernel]
+    task_shares: dict[str, float] = {}
+    """Task id -> share of device time of every kernel of the profile that task replaces, whatever
+    ``top_k`` and the filters kept: the Amdahl bound of a small kernel (a rope of 0.5%) needs it
+    when ``kernels`` stops at the 10 hottest."""
     notes: list[str] = []
 
 
@@ -83,13 +87,23 @@ def identify_run(
         kernels = identify(profile.kernels, spec.model, spec.dtype, index=index, recording=recording, **choose)
     elif record_shapes:
         notes.append("no patchable call site among these kernels: shapes are the profiler's")
+    every_kernel = identify(profile.kernels, spec.model, spec.dtype, index=index, recording=recording, top_k=None)
     result = IdentifyReport(
         results_dir=str(run_dir), workload=spec.id, model=spec.model, dtype=spec.dtype, device=spec.device, top_k=top_k,
-        recorded_sites=len(recording.calls) if recording else 0, kernels=kernels, notes=notes,
+        recorded_sites=len(recording.calls) if recording else 0, kernels=kernels, task_shares=_task_shares(every_kernel),
+        notes=notes,
     )
     (run_dir / IDENTIFY_FILE).write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
     report(1.0, f"{len(kernels)} kernels identified")
     return result
+
+
+def _task_shares(kernels: Iterable[IdentifiedKernel]) -> dict[str, float]:
+    shares: dict[str, float] = {}
+    for kernel in kernels:
+        if kernel.task_id:
+            shares[kernel.task_id] = shares.get(kernel.task_id, 0.0) + kernel.device_time_share
+    return shares
 
 
 def _sites(kernels: list[IdentifiedKernel]) -> list[CallSite]:
@@ -130,8 +144,6 @@ def profiled_shares(spec: WorkloadSpec, results_root: Path) -> dict[str, float]:
             found.append((path.stat().st_mtime, report))
     if not found:
         return {}
-    shares: dict[str, float] = {}
-    for kernel in max(found, key=lambda item: item[0])[1].kernels:
-        if kernel.task_id:
-            shares[kernel.task_id] = shares.get(kernel.task_id, 0.0) + kernel.device_time_share
-    return shares
+    newest = max(found, key=lambda item: item[0])[1]
+    # Reports written before task_shares existed hold only the kernels top_k kept.
+    return dict(newest.task_shares) or _task_shares(newest.kernels)

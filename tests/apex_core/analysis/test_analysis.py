@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from apex_core.analysis import IDENTIFY_FILE, SHAPES_FILE, identify_run, latest_run, profile_workload
+from apex_core.analysis.identify_run import profiled_shares
 from apex_core.errors import ApexUserError
 from apex_core.workloads import get_workload
 
@@ -37,6 +38,16 @@ def test_cpu_minis_rms_norm_is_identified_as_its_task_with_source_and_recorded_s
     assert norm.shapes_from == "recorded" and norm.shapes[0].args[0].tensor.shape[-1] == 1024
     assert (profiled / IDENTIFY_FILE).is_file() and (profiled / SHAPES_FILE).is_file()
     assert [k.rank for k in report.kernels] == sorted(k.rank for k in report.kernels)
+
+
+def test_the_shares_that_bound_a_credit_count_every_kernel_not_only_the_top_k(profiled):
+    """A kernel below the top k (Liger's rope at 8 layers of Llama) still has its Amdahl bound."""
+    everything = identify_run(profiled, top_k=None, record_shapes=False)
+    hottest = identify_run(profiled, top_k=1, record_shapes=False)
+    assert len(hottest.kernels) == 1 and hottest.task_shares == everything.task_shares
+    assert {"cpu-mini__rms_norm", "cpu-mini__silu_and_mul"} <= set(hottest.task_shares)
+    spec = get_workload("cpu-mini").resolved()
+    assert profiled_shares(spec, profiled.parent) == pytest.approx(everything.task_shares)
 
 
 def test_the_newest_profiled_run_is_found_and_an_empty_folder_is_a_one_line_error(profiled, tmp_path):

@@ -73,6 +73,9 @@ def test_a_float32_gemm_is_no_gemm_task_of_ours():
         ("Qwen3MoeSparseMoeBlock", "aten::index_add_", "fused_moe"),
         ("Qwen3_5GatedDeltaNet", "aten::_conv_depthwise2d", "causal_conv1d"),
         ("LlamaDecoderLayer", "aten::add", None),
+        ("LlamaAttention", "aten::mul", "rope"),
+        ("LlamaAttention", "aten::copy_", "other"),  # repeat_kv's expansion of the cache, not the rotary embedding
+        ("LlamaAttention", "aten::index_copy_", "other"),  # the static cache's update
     ],
 )
 def test_module_classes_name_the_kind_of_the_ops_run_inside_them(module, op, kind):
