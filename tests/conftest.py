@@ -13,6 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.worker_environments import in_worker_environment, put_own_site_first
+
+put_own_site_first()  # before any test imports transformers
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _SESSION_CACHE = Path(tempfile.mkdtemp(prefix="apex-test-cache-"))
 _SOURCE_CACHE = os.environ.get("APEX_SOURCE_CACHE_DIR") or str(Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "apex")
@@ -65,9 +69,26 @@ def _gpu_available() -> bool:
 
 
 SITE_PACKAGES_GROUP = "site-packages"
-"""The one xdist group of the tests marked ``site_packages``. They patch transformers in this venv
-(or run a model from it while another patches it), and one environment has one patcher at a time:
-xdist (``--dist loadgroup``) sends the whole group to one worker, which runs it in order."""
+"""The xdist group of the tests marked ``site_packages``. They patch transformers in the venv (or
+run a model from it while another patches it), and one environment has one patcher at a time. Each
+worker has an environment of its own (``tests/worker_environments.py``), so each module of them is
+a group (its fixtures set up once, on one worker) and the modules spread over the workers; where
+workers share one environment (``APEX_TEST_SHARED_ENV=1``), the whole group goes to one worker,
+which runs it in order."""
+
+SHARED_ENV = "APEX_TEST_SHARED_ENV"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """On xdist's controller: one environment per worker, each worker started in its own."""
+    from tests import worker_environments
+
+    specs = list(config.getoption("tx", None) or [])
+    if hasattr(config, "workerinput") or not specs or os.environ.get(SHARED_ENV) == "1" or \
+            any(spec != "popen" for spec in specs) or worker_environments.in_worker_environment():
+        return
+    pythons = worker_environments.build(len(specs), Path(sys.prefix) / "apex-test-workers")
+    config.option.tx = [f"popen//python={python}" for python in pythons]
 
 
 @contextlib.contextmanager
@@ -106,9 +127,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
 
 @pytest.hookimpl(wrapper=True)  # around every other impl: xdist reads the groups off the items in its own
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]):
+    own_environment = in_worker_environment()
     for item in items:
         if item.get_closest_marker("site_packages"):
-            item.add_marker(pytest.mark.xdist_group(SITE_PACKAGES_GROUP))
+            module = item.nodeid.split("::", 1)[0]
+            item.add_marker(pytest.mark.xdist_group(f"{SITE_PACKAGES_GROUP}:{module}" if own_environment else SITE_PACKAGES_GROUP))
     _skip_gpu_tests(items)
     return (yield)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,7 @@ def _workspace(root: Path, task: str, solution: Path) -> Path:
     target = root / "output" / task / "solution.py"
     target.parent.mkdir(parents=True)
     shutil.copyfile(solution, target)
-    (root / ".venv").symlink_to(REPO_ROOT / ".venv", target_is_directory=True)
+    (root / ".venv").symlink_to(sys.prefix, target_is_directory=True)  # this worker's environment
     return root
 
 

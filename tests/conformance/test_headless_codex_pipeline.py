@@ -64,7 +64,7 @@ def run_codex_in_project(codex: str, client_env: dict[str, str], workspace: Path
     with the scripted endpoint playing ``script`` as the model provider (a user's own config)."""
     (workspace / ".codex").mkdir(parents=True)
     (workspace / ".codex" / "config.toml").write_text(render_codex())
-    (workspace / ".venv").symlink_to(REPO_ROOT / ".venv", target_is_directory=True)
+    (workspace / ".venv").symlink_to(sys.prefix, target_is_directory=True)  # this worker's environment
     with ScriptedModelServer(load_script(script)) as endpoint:
         config = provider_config(endpoint) + f'\n[projects."{workspace}"]\ntrust_level = "trusted"\n'
         (Path(client_env["CODEX_HOME"]) / "config.toml").write_text(config)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,7 @@ def test_the_claude_backend_prompt_runs_an_inner_claude_code_that_writes_the_ker
     claude = Path(npm_clients.bin("claude"))
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    (workspace / ".venv").symlink_to(REPO_ROOT / ".venv", target_is_directory=True)
+    (workspace / ".venv").symlink_to(sys.prefix, target_is_directory=True)  # this worker's environment
     with ScriptedModelServer(load_script("run-pipeline-cpu-mini-claude")) as endpoint:
         env = {**client_env, "ANTHROPIC_BASE_URL": endpoint.url, "ANTHROPIC_API_KEY": "sk-apex-scripted",
                "PATH": f"{claude.parent}{os.pathsep}{client_env['PATH']}"}
@@ -84,7 +85,7 @@ def test_the_triton_prompt_writes_a_solution_to_output_grades_it_and_shows_the_b
     claude = npm_clients.bin("claude")
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    (workspace / ".venv").symlink_to(REPO_ROOT / ".venv", target_is_directory=True)
+    (workspace / ".venv").symlink_to(sys.prefix, target_is_directory=True)  # this worker's environment
     tools = ["Write", "mcp__apex-grader__grade_solution"]
     with ScriptedModelServer(load_script("optimize-rms-norm-triton")) as endpoint:
         env = {**client_env, "ANTHROPIC_BASE_URL": endpoint.url, "ANTHROPIC_API_KEY": "sk-apex-scripted"}
