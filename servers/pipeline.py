@@ -24,7 +24,8 @@ from apex_core.pipeline.child import run_in_child
 from apex_core.pipeline.config import RunConfig
 from apex_core.pipeline.export_rl import ExportSummary, export_rl
 from apex_core.pipeline.leaderboard import LEADERBOARD_FILE, Leaderboard, Standing
-from apex_core.pipeline.state import RunState, latest_run, load_run, run_states
+from apex_core.pipeline.runs import RunSummary, run_summaries
+from apex_core.pipeline.state import RunState, latest_run, load_run
 from servers._common import READ_ONLY, create_server, log, user_errors_as_tool_errors
 from servers._paths import RESULTS_ROOT, inside_results, run_folder
 
@@ -135,7 +136,8 @@ async def pipeline_status(
 
 
 class RunList(BaseModel):
-    runs: list[dict[str, Any]] = Field(description="each run: id, folder, workload, agent, created, stages done, model reward")
+    runs: list[RunSummary] = Field(description="newest first: id, folder, workload, agent, created, status, stages done, model reward")
+    unreadable: list[str] = Field(default_factory=list, description="run folders passed over, each with its reason")
 
 
 @mcp.tool(annotations=READ_ONLY)
@@ -144,12 +146,8 @@ async def list_runs() -> RunList:
     """The pipeline runs under results/, newest first (an empty list when there are none). Use it to find a run
     before pipeline_status or resume_run."""
     def read() -> RunList:
-        states = run_states(RESULTS_ROOT)
-        states.sort(key=lambda s: (s.created_at, s.run_id), reverse=True)
-        return RunList(runs=[{"run_id": s.run_id, "results_dir": str(s.folder), "workload": s.config.workload,
-                              "agent": s.config.agent, "created_at": s.created_at,
-                              "stages_done": [n for n, r in s.stages.items() if r.status == "done"],
-                              "model_reward": s.summary.get("model_reward")} for s in states])
+        unreadable: list[str] = []
+        return RunList(runs=run_summaries(RESULTS_ROOT, unreadable), unreadable=unreadable)
 
     return await anyio.to_thread.run_sync(read)
 

@@ -24,6 +24,7 @@ from apex_core.cli.env import register as register_env
 from apex_core.cli.executor_options import ExecutorOption, RayAddressOption
 from apex_core.cli.patch import register as register_patch
 from apex_core.cli.pipeline import register as register_pipeline
+from apex_core.cli.runs import register as register_runs
 from apex_core.cli.source import register as register_source
 from apex_core.cli.mcp import app as mcp_app
 from apex_core.cli.output import JsonOption, console, progress_console, progress_reporter
@@ -72,6 +73,7 @@ register_env(app)
 register_source(app)
 register_patch(app)
 register_pipeline(app)
+register_runs(app)
 
 GpuOption = Annotated[
     Optional[str],

@@ -104,6 +104,11 @@ def _show(state, as_json: bool) -> None:  # noqa: ANN001 - RunState, imported la
     if as_json:
         print_json(state.model_dump(mode="json"))
         return
+    show_state(state)
+
+
+def show_state(state) -> None:  # noqa: ANN001 - RunState, imported lazily
+    """A run's stages as a table, its folder and reports."""
     console.print(f"run {state.run_id}  ({state.folder})", highlight=False)
     for name, record in state.stages.items():
         detail = record.error or record.summary

@@ -77,8 +77,10 @@ class EnvironmentLock:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._handle: int | None = None
+        self._since = ""
 
-    def try_acquire(self) -> bool:
+    def try_acquire(self, about: dict[str, str] | None = None) -> bool:
+        """Take the lock if it is free; ``about`` goes into the file beside the pid, for a refusal to quote."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # O_NOFOLLOW: a link planted at the lock's name must not make us truncate another file.
         handle = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
@@ -87,11 +89,17 @@ class EnvironmentLock:
         except BlockingIOError:
             os.close(handle)
             return False
-        os.ftruncate(handle, 0)
-        holder = {"pid": os.getpid(), "since": dt.datetime.now(dt.timezone.utc).isoformat()}
-        os.write(handle, json.dumps(holder).encode())
         self._handle = handle
+        self._since = dt.datetime.now(dt.timezone.utc).isoformat()
+        self.annotate(about or {})
         return True
+
+    def annotate(self, about: dict[str, str]) -> None:
+        """Rewrite what the held lock's file says about its holder (pid and since kept)."""
+        if self._handle is None:
+            return
+        os.ftruncate(self._handle, 0)
+        os.pwrite(self._handle, json.dumps({**about, "pid": os.getpid(), "since": self._since}).encode(), 0)
 
     def acquire(self, what: str) -> None:
         """Take the lock or refuse in one line naming the holder."""

@@ -10,6 +10,7 @@ them itself, and a run stopped between integrate and benchmark-final restores he
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from apex_core.errors import ApexUserError
 from apex_core.pipeline.config import RunConfig
+from apex_core.pipeline.run_lock import needs_the_lock, one_run_per_environment
 from apex_core.pipeline.stages import STAGE_FUNCTIONS, Skip
 from apex_core.pipeline.state import STAGES, RunState, load_run, new_run, now
 from apex_core.progress import Progress, reporter
@@ -39,7 +41,15 @@ def run_pipeline(config: RunConfig | None, results_root: Path, *, resume: Path |
     ``only``: run just these stages (again, even if done), e.g. ("report",); ``on_save``: told
     after every change of the state (a live view)."""
     chosen = check_stages(only) if only is not None else None
+    with contextlib.ExitStack() as held:
+        return _run(config, results_root, resume, chosen, progress, on_save, held)
+
+
+def _run(config: RunConfig | None, results_root: Path, resume: Path | None, chosen: tuple[str, ...] | None,
+         progress: Progress | None, on_save: Callable[[RunState], None] | None, held: contextlib.ExitStack) -> RunState:
     if resume is not None:
+        if needs_the_lock(chosen):
+            held.enter_context(one_run_per_environment(resume.name))
         state = load_run(resume)
     elif config is not None:
         from apex_core.workloads import get_workload
@@ -52,7 +62,9 @@ def run_pipeline(config: RunConfig | None, results_root: Path, *, resume: Path |
         else:
             get_workload(config.workload)  # an unknown workload fails before a run folder exists
         _check_before_a_run_folder(config)
+        lock = held.enter_context(one_run_per_environment(f"(a new run of {config.workload})"))
         state = new_run(config, results_root)
+        lock.annotate({"run_id": state.run_id})
     else:
         raise ApexUserError("give --workload to start a run, or --resume RUN_DIR to go on with one")
     if resume is not None and chosen is None:

@@ -220,17 +220,25 @@ def _placed(state: RunState, folder: Path, path: Path) -> RunState:
     return state
 
 
-def run_states(results_root: Path) -> list[RunState]:
+def run_states(results_root: Path, unreadable: list[str] | None = None) -> list[RunState]:
     """Every run under ``results_root/runs``, oldest folder name first. A run folder or state file
-    that leads out of ``results_root`` through a link is passed over (and logged): what a link
-    points at is not a run of these results."""
+    that leads out of ``results_root`` through a link, or whose state cannot be read (empty,
+    corrupt, not Apex's), is passed over, logged and added to ``unreadable`` in one line: one bad
+    folder must not hide the others (``--resume latest``, export-rl, the leaderboard)."""
     root = Path(results_root).resolve()
     states = []
     for path in sorted((root / RUNS_DIR).glob(f"*/{STATE_FILE}")):
         if not path.resolve().is_relative_to(root):
-            log.warning("passed over %s: it leads out of the results folder %s (to %s)", path, root, path.resolve())
-            continue
-        states.append(read_state(path))
+            reason = f"passed over {path}: it leads out of the results folder {root} (to {path.resolve()})"
+        else:
+            try:
+                states.append(read_state(path))
+                continue
+            except (ApexUserError, OSError) as error:
+                reason = f"passed over {path.parent}: {error}"
+        log.warning("%s", reason)
+        if unreadable is not None:
+            unreadable.append(reason)
     return states
 
 

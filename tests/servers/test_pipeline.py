@@ -28,7 +28,7 @@ def test_run_pipeline_optimizes_cpu_mini_and_the_other_tools_read_the_run(tmp_pa
     from apex_core.patcher import status
 
     monkeypatch.chdir(tmp_path)
-    assert asyncio.run(_call("list_runs", {})).structured_content == {"runs": []}
+    assert asyncio.run(_call("list_runs", {})).structured_content == {"runs": [], "unreadable": []}
     progress: list[tuple[float, str]] = []
     ran = asyncio.run(_call("run_pipeline", {"workload": "cpu-mini", "runs": 2, "iterations": 1, "top_k": 1}, progress))
     assert not ran.is_error, ran.content
@@ -41,6 +41,8 @@ def test_run_pipeline_optimizes_cpu_mini_and_the_other_tools_read_the_run(tmp_pa
     assert run["kernels"][0]["integrated"] and run["model_reward"] > 0.7 and len(run["reports"]) == 2
     status = asyncio.run(_call("pipeline_status", {"workload": "cpu-mini"})).structured_content
     assert status["run_id"] == run["run_id"]
+    listed = asyncio.run(_call("list_runs", {})).structured_content["runs"]
+    assert [(r["run_id"], r["status"], len(r["stages_done"])) for r in listed] == [(run["run_id"], "done", 8)]
     board = asyncio.run(_call("show_leaderboard", {})).structured_content
     assert board["entries"][0]["task_id"] == "cpu-mini__rms_norm" and board["standings"][0]["agent"] == "replay"
     exported = asyncio.run(_call("export_rl_dataset", {"output_dir": "results/export", "sft": True})).structured_content
