@@ -497,5 +497,32 @@ def _interrupted(argv: list[str] | None) -> NoReturn:
     sys.exit(130)
 
 
+
+@app.command("doctor")
+def doctor_command(
+    results_dir: Annotated[Path, typer.Option("--results-dir", help="The results folder whose rights are checked.")] = Path("results"),
+    as_json: JsonOption = False,
+) -> None:
+    """What this installation can and cannot do: torch's build and the GPU, Triton, confinement of agent code, the
+    agent CLIs and their logins, the docs index, leftover patches, writable folders; each finding with its fix, and the
+    versions a bug report needs. Exit code 1 when a check fails.
+
+    Example: apex doctor --json > doctor.json"""
+    from apex_core.doctor import diagnose
+
+    diagnosis = diagnose(results_dir)
+    if as_json:
+        _print_json({**diagnosis.model_dump(mode="json"), "failed": diagnosis.failed})
+    else:
+        for check in diagnosis.checks:
+            console.print(f"{check.status:<5} {check.name:<24} {check.detail}", highlight=False, soft_wrap=True)
+            if check.fix and check.status != "ok":
+                console.print(f"{'':<30}fix: {check.fix}", highlight=False, soft_wrap=True)
+        versions = ", ".join(f"{name} {version}" for name, version in diagnosis.versions.items())
+        console.print(f"versions: {versions}", highlight=False, soft_wrap=True)
+    if diagnosis.failed:
+        raise typer.Exit(1)
+
+
 if __name__ == "__main__":
     main()
