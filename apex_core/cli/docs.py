@@ -38,13 +38,28 @@ def docs_index(
         help="Markdown, text, Python or PDF files, or folders of them (default: the whole default corpus).",
         show_default=False)] = None,
     index_dir: IndexDirOption = None,
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="Start from an empty index: the default corpus and the files "
+                                                            "added before (or just the paths given).")] = False,
+    remove: Annotated[Optional[list[Path]], typer.Option("--remove", help="Take this file, or every indexed file under "
+                                                                           "this folder, out of the index (repeatable).")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Index the documentation incrementally: unchanged files are skipped, changed ones replaced."""
-    from apex_core.docsearch import index
+    """Index the documentation incrementally: unchanged files are skipped, changed ones replaced. A file is indexed
+    all or nothing; Markdown, text and Python files over 8 MiB and PDFs over 128 MiB are skipped with the reason.
 
-    with progress_reporter("docs index") as progress:
-        report = index(list(paths) if paths else None, index_dir=index_dir, progress=progress)
+    Examples: apex docs index;  apex docs index notes/ --json;  apex docs index --remove notes/old.md;  apex docs index --rebuild"""
+    from apex_core.docsearch import index
+    from apex_core.errors import ApexUserError
+
+    if remove:
+        if paths or rebuild:
+            raise ApexUserError("--remove takes files out of the index on its own: give it without paths or --rebuild")
+        from apex_core.docsearch.store import remove as remove_from_index
+
+        report = remove_from_index(list(remove), index_dir=index_dir)
+    else:
+        with progress_reporter("docs index") as progress:
+            report = index(list(paths) if paths else None, index_dir=index_dir, progress=progress, rebuild=rebuild)
     if as_json:
         print_json(report.model_dump(mode="json"))
         return
@@ -89,6 +104,9 @@ def _render_report(report: IndexReport) -> None:
         if len(names) > len(shown):
             lines.append(f"  {label}: ... and {len(names) - len(shown)} more")
     lines += [f"  not indexed: {what}" for what in report.skipped]
+    lines += [f"  failed, nothing of it kept: {what}" for what in report.failed]
+    if report.orphans_removed:
+        lines.append(f"  {report.orphans_removed} chunk(s) of an interrupted run deleted")
     for line in lines:
         console.print(line, soft_wrap=True, highlight=False)
 

@@ -55,8 +55,13 @@ class IndexReport(BaseModel):
     """Chunks embedded and written by this call (0 when nothing changed)."""
     seconds: float = 0.0
     skipped: list[str] = Field(default_factory=list)
-    """Default-corpus parts that are absent here (a kernel package not installed, no PDFs yet)."""
+    """Default-corpus parts that are absent here (a kernel package not installed, no PDFs yet), and
+    files over the size caps, each with its reason."""
+    failed: list[str] = Field(default_factory=list)
+    """Files whose indexing failed, each with its reason: nothing of them is in the index."""
+    orphans_removed: int = 0
+    """Chunks of files the manifest does not list (an interrupted run's), deleted by this call."""
 
     @property
     def changed(self) -> bool:
-        return bool(self.added or self.updated or self.removed)
+        return bool(self.added or self.updated or self.removed or self.orphans_removed)

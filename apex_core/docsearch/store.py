@@ -45,6 +45,15 @@ LEXICAL_DIR = "lexical"
 QUERY_WEIGHTS = "query_weights.npy"
 """The vector leg's weight per token, from the corpus's document frequencies (embedding.token_weights)."""
 _BATCH = 512
+MAX_TEXT_BYTES = 8 * 1024**2
+"""The largest Markdown, text or Python file indexed (8 MiB, a few thousand pages of prose): a
+bigger one is a dump (a log, a base64 blob), which would crowd every answer out; it is skipped,
+with the reason, and nothing of it is stored."""
+MAX_PDF_BYTES = 128 * 1024**2
+"""The largest PDF indexed (the ISA and CDNA guides are 5-30 MiB)."""
+DIRTY = ".indexing"
+"""Present while an index run writes chunks; found by the next run, whose interrupted writes it
+then clears (chunks of files the manifest does not list) before anything else."""
 
 
 class UnitRecord(BaseModel):
@@ -126,9 +135,12 @@ def retrieval_text(chunk: Chunk) -> str:
     return f"{chunk.heading()}\n{chunk.text}"
 
 
-def index(paths: list[Path] | None = None, *, index_dir: Path | None = None, progress: Progress | None = None) -> IndexReport:
+def index(paths: list[Path] | None = None, *, index_dir: Path | None = None, progress: Progress | None = None,
+          rebuild: bool = False) -> IndexReport:
     """Bring the index up to date: the default corpus (and files added before) when ``paths`` is
-    None, else just these files and folders. Incremental by content hash; see the module doc."""
+    None, else just these files and folders. Incremental by content hash; see the module doc.
+    ``rebuild``: start from an empty collection (the default corpus and the files added before,
+    or just ``paths``)."""
     started = time.perf_counter()
     say = reporter(progress)
     folder = resolve_index_dir(index_dir)
@@ -142,12 +154,18 @@ def index(paths: list[Path] | None = None, *, index_dir: Path | None = None, pro
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ApexUserError(f"index folder {folder}: cannot create it ({error.strerror}); give --index-dir in a folder you can write") from None
-    report = IndexReport(index_dir=str(folder), skipped=skipped)
+    units, too_big = _within_the_size_caps(units)
+    report = IndexReport(index_dir=str(folder), skipped=skipped + too_big)
     with _locked(folder):
         manifest = read_manifest(folder)
-        fresh = manifest is None or manifest.format != FORMAT or manifest.embedder != MODEL_NAME
+        fresh = rebuild or manifest is None or manifest.format != FORMAT or manifest.embedder != MODEL_NAME
         if fresh:
-            manifest = Manifest()  # no index, or one this version cannot extend: built anew
+            if rebuild and manifest is not None and paths is None:  # the files a user added stay in a rebuilt index
+                units += [unit for unit in (_added_unit(record) for record in manifest.units.values()) if unit is not None]
+                units, more = _within_the_size_caps(units)
+                report.skipped += [line for line in more if line not in report.skipped]
+            manifest = Manifest()  # no index, a rebuild, or one this version cannot extend: built anew
+        interrupted = (folder / DIRTY).exists()
         wanted, stale = _plan(manifest, units, paths is None, given_folders)
         say(0.0, f"checking {len(wanted)} files")
         work = []
@@ -158,7 +176,8 @@ def index(paths: list[Path] | None = None, *, index_dir: Path | None = None, pro
                 report.unchanged += 1
             else:
                 work.append((unit, digest, record))
-        if work or stale or fresh or not (folder / LEXICAL_DIR / IDS_FILE).is_file():
+        if work or stale or fresh or interrupted or not (folder / LEXICAL_DIR / IDS_FILE).is_file():
+            (folder / DIRTY).write_text(f"{os.getpid()}\n", encoding="ascii")
             collection = _reset_collection(folder) if fresh else open_collection(folder)
             reported = -1.0
             for number, (unit, digest, record) in enumerate(work):
@@ -166,8 +185,15 @@ def index(paths: list[Path] | None = None, *, index_dir: Path | None = None, pro
                 if fraction - reported >= 0.05:
                     say(fraction, f"indexing {unit.source}")  # about twenty lines for a whole corpus, not one per file
                     reported = fraction
-                chunks = unit.chunks()
-                _replace_chunks(collection, unit.key, chunks)
+                try:
+                    chunks = unit.chunks()
+                    _replace_chunks(collection, unit.key, chunks)
+                except (ApexUserError, OSError, ValueError, RuntimeError) as error:
+                    # All or nothing per file: what it wrote goes, and so does its record (its old chunks were replaced).
+                    collection.delete(where={"unit": unit.key})
+                    manifest.units.pop(unit.key, None)
+                    report.failed.append(f"{unit.source}: {_one_line(error)}")
+                    continue
                 manifest.units[unit.key] = UnitRecord(hash=digest, kind=unit.kind, source=unit.source,
                                                       path=str(unit.path) if unit.path else None,
                                                       default=unit.default or bool(record and record.default), chunks=len(chunks))
@@ -177,8 +203,9 @@ def index(paths: list[Path] | None = None, *, index_dir: Path | None = None, pro
                 collection.delete(where={"unit": key})
                 report.removed.append(manifest.units.pop(key).source)
             say(0.95, "building the lexical (BM25) index")
-            _save_lexical(collection, folder)
+            report.orphans_removed = _save_lexical(collection, folder, set(manifest.units))
             _write_manifest(folder, manifest)
+            (folder / DIRTY).unlink(missing_ok=True)
         report.chunks = sum(record.chunks for record in manifest.units.values())
     report.seconds = round(time.perf_counter() - started, 3)
     say(1.0, "index up to date" if not report.changed else f"indexed {report.chunks_written} chunks")
@@ -216,12 +243,69 @@ def _inside(path: Path, folder: Path) -> bool:
         return False
 
 
+def _within_the_size_caps(units: list[Unit]) -> tuple[list[Unit], list[str]]:
+    """The units small enough to index, and one line for each file over its cap."""
+    kept, refused = [], []
+    for unit in units:
+        if unit.path is not None and unit.path.is_file():
+            size = unit.path.stat().st_size
+            cap = MAX_PDF_BYTES if unit.kind == "pdf" else MAX_TEXT_BYTES
+            if size > cap:
+                refused.append(f"{unit.source}: {size / 1024**2:.1f} MiB, over the {cap // 1024**2} MiB cap for "
+                               f"{'PDFs' if unit.kind == 'pdf' else 'text files'}; not indexed (split it, or index the parts you need)")
+                continue
+        kept.append(unit)
+    return kept, refused
+
+
+def _added_unit(record: UnitRecord) -> Unit | None:
+    if record.default or record.path is None:
+        return None
+    path = Path(record.path)
+    return file_unit(path) if path.is_file() and path.suffix.lower() in SUFFIXES else None
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def remove(paths: list[Path], *, index_dir: Path | None = None) -> IndexReport:
+    """Take these files (or every indexed file under these folders) out of the index, whatever
+    their state on disk (a file deleted since is taken out too)."""
+    started = time.perf_counter()
+    folder = resolve_index_dir(index_dir)
+    report = IndexReport(index_dir=str(folder))
+    manifest = read_manifest(folder) if index_exists(folder) else None
+    if manifest is None:
+        raise ApexUserError(f"no index in {folder} to remove files from; build one with 'apex docs index'")
+    targets = [Path(os.path.abspath(p)) for p in paths]
+    with _locked(folder):
+        keys = [key for key, record in manifest.units.items() if record.path is not None and
+                any(Path(record.path) == t or _inside(Path(record.path), t) for t in targets)]
+        if not keys:
+            given = ", ".join(str(p) for p in paths)
+            raise ApexUserError(f"{given}: not in the index {folder}; its {MANIFEST} lists the files indexed")
+        (folder / DIRTY).write_text(f"{os.getpid()}\n", encoding="ascii")
+        collection = open_collection(folder)
+        for key in keys:
+            collection.delete(where={"unit": key})
+            report.removed.append(manifest.units.pop(key).source)
+        report.orphans_removed = _save_lexical(collection, folder, set(manifest.units))
+        _write_manifest(folder, manifest)
+        (folder / DIRTY).unlink(missing_ok=True)
+        report.chunks = sum(record.chunks for record in manifest.units.values())
+    report.seconds = round(time.perf_counter() - started, 3)
+    return report
+
+
 def _replace_chunks(collection, unit_key: str, chunks: list[Chunk]) -> None:
     collection.delete(where={"unit": unit_key})
     prefix = hashlib.sha1(unit_key.encode()).hexdigest()[:16]
     model = embedder()
-    for begin in range(0, len(chunks), _BATCH):
-        batch = chunks[begin:begin + _BATCH]
+    size = _batch_size(collection)
+    for begin in range(0, len(chunks), size):
+        batch = chunks[begin:begin + size]
         vectors = model.embed([retrieval_text(chunk) for chunk in batch])
         collection.add(
             ids=[f"{prefix}:{begin + offset}" for offset in range(len(batch))],
@@ -231,7 +315,21 @@ def _replace_chunks(collection, unit_key: str, chunks: list[Chunk]) -> None:
         )
 
 
-def _save_lexical(collection, folder: Path) -> None:
+def _batch_size(collection) -> int:
+    """Chunks per write: ours, or fewer where chromadb's SQLite takes fewer at once."""
+    client = getattr(collection, "_client", None)
+    limit = client.get_max_batch_size() if client is not None and hasattr(client, "get_max_batch_size") else _BATCH
+    return max(1, min(_BATCH, int(limit)))
+
+
+def _save_lexical(collection, folder: Path, listed: set[str]) -> int:
+    """Rebuild the BM25 index and query weights from the collection, first deleting the chunks of
+    units the manifest does not list (an interrupted run's); how many were deleted."""
+    stored = collection.get(include=["metadatas"])
+    orphans = {metadata.get("unit") for metadata in stored["metadatas"]} - listed
+    for key in orphans:
+        collection.delete(where={"unit": key})
+    removed = sum(1 for metadata in stored["metadatas"] if metadata.get("unit") in orphans)
     stored = collection.get(include=["documents", "metadatas"])
     ids, kinds, texts = [], [], []
     for chunk_id, text, metadata in zip(stored["ids"], stored["documents"], stored["metadatas"]):
@@ -250,6 +348,7 @@ def _save_lexical(collection, folder: Path) -> None:
             np.save(handle, embedder().token_weights(texts))
     else:
         weights_file.unlink(missing_ok=True)
+    return removed
 
 
 def _write_manifest(folder: Path, manifest: Manifest) -> None:

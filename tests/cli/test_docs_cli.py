@@ -74,3 +74,13 @@ def test_bad_input_is_one_line_and_exit_code_2(apex_cli, tmp_path, arguments, me
     done = apex_cli(*arguments, env={"APEX_DOCS_INDEX": str(tmp_path / "never-built")})
     assert message in _one_line_error(done)
     assert not (tmp_path / "never-built").exists()  # a bad argument is said before any index is built
+
+
+def test_a_file_is_taken_out_with_remove_and_remove_with_paths_is_one_line(apex_cli, docs_corpus, tmp_path):
+    index_dir = tmp_path / "index"
+    assert apex_cli("docs", "index", str(docs_corpus), "--index-dir", str(index_dir)).returncode == 0
+    removed = apex_cli("docs", "index", "--remove", str(docs_corpus / "notes.md"), "--index-dir", str(index_dir), "--json")
+    assert removed.returncode == 0, removed.stderr
+    assert json.loads(removed.stdout)["removed"] == [str(docs_corpus / "notes.md")]
+    both = _one_line_error(apex_cli("docs", "index", str(docs_corpus), "--remove", str(docs_corpus), "--index-dir", str(index_dir)))
+    assert "--remove takes files out of the index on its own" in both

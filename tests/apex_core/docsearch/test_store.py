@@ -114,3 +114,74 @@ def test_an_index_folder_that_cannot_be_created_is_a_user_error(tmp_path):
     blocker.write_text("")
     with pytest.raises(ApexUserError, match="cannot create it"):
         index([page], index_dir=blocker / "index")
+
+
+def _docs(tmp_path, **files: str):
+    docs = tmp_path / "docs"
+    docs.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (docs / f"{name}.md").write_text(text)
+    return docs
+
+
+def _texts(query, folder):
+    return " ".join(hit.text for hit in search(query, 10, index_dir=folder))
+
+
+def test_a_file_over_the_size_cap_is_skipped_with_the_reason_and_nothing_of_it_stored(tmp_path, monkeypatch):
+    docs = _docs(tmp_path, small="# Small\n\nOccupancy of the small page.\n",
+                 dump="# Dump\n\n" + "QUJDRA== base64 garbage blob " * 20 + "\n")
+    monkeypatch.setattr(store, "MAX_TEXT_BYTES", 300)
+    folder = tmp_path / "index"
+    report = index([docs], index_dir=folder)
+    assert report.added == [str(docs / "small.md")]
+    assert len(report.skipped) == 1 and report.skipped[0].startswith(f"{docs / 'dump.md'}: ") and "over the 0 MiB cap" in report.skipped[0]
+    assert str(docs / "dump.md") not in _sources(folder) and "garbage" not in _texts("base64 garbage blob", folder)
+
+
+def test_a_file_that_fails_half_way_leaves_nothing_behind_and_the_others_are_indexed(tmp_path, monkeypatch):
+    """chromadb refused the second batch of a big file ("too many SQL variables"): its first batch
+    must not stay in the index, unlisted, to be ranked first for good."""
+    docs = _docs(tmp_path, good="# Good\n\nThe good page talks about LDS.\n",
+                 bad="# Bad\n\nFirst part of the bad page.\n\n## Second\n\nSecond part of the bad page.\n")
+    real = store._replace_chunks
+
+    def refuse_the_second_batch(collection, unit_key, chunks):
+        if unit_key.endswith("bad.md"):
+            real(collection, unit_key, chunks[:1])
+            raise RuntimeError("too many SQL variables")
+        real(collection, unit_key, chunks)
+
+    monkeypatch.setattr(store, "_replace_chunks", refuse_the_second_batch)
+    folder = tmp_path / "index"
+    report = index([docs], index_dir=folder)
+    assert report.added == [str(docs / "good.md")] and report.failed == [f"{docs / 'bad.md'}: too many SQL variables"]
+    assert str(docs / "bad.md") not in _sources(folder) and "bad page" not in _texts("bad page", folder)
+    monkeypatch.setattr(store, "_replace_chunks", real)
+    assert index([docs], index_dir=folder).added == [str(docs / "bad.md")]  # tried again next time, and indexed
+
+
+def test_chunks_an_interrupted_run_left_are_deleted_by_the_next_run(tmp_path):
+    docs = _docs(tmp_path, kept="# Kept\n\nThe kept page talks about wavefronts.\n")
+    folder = tmp_path / "index"
+    index([docs], index_dir=folder)
+    ghost = store.Chunk(text="ghost text of a killed run", source="ghost.md", kind="doc", section="Ghost")
+    store._replace_chunks(store.open_collection(folder), "file:/gone/ghost.md", [ghost])  # written, never listed: then killed
+    (folder / store.DIRTY).write_text("12345\n")
+    again = index([docs], index_dir=folder)
+    assert again.orphans_removed == 1 and again.unchanged == 1 and not (folder / store.DIRTY).exists()
+    assert "ghost" not in _texts("ghost text of a killed run", folder)
+
+
+def test_files_are_removed_from_the_index_by_path_or_folder_and_a_rebuild_starts_empty(tmp_path):
+    docs = _docs(tmp_path, one="# One\n\nPage one about swizzles.\n", two="# Two\n\nPage two about barriers.\n")
+    folder = tmp_path / "index"
+    index([docs], index_dir=folder)
+    removed = store.remove([docs / "one.md"], index_dir=folder)
+    assert removed.removed == [str(docs / "one.md")] and removed.chunks == 1
+    assert "swizzles" not in _texts("page one swizzles", folder) and "barriers" in _texts("page two barriers", folder)
+    with pytest.raises(ApexUserError, match=r"one\.md: not in the index"):
+        store.remove([docs / "one.md"], index_dir=folder)
+    rebuilt = index([docs], index_dir=folder, rebuild=True)
+    assert sorted(rebuilt.added) == [str(docs / "one.md"), str(docs / "two.md")] and rebuilt.chunks == 2
+    assert store.remove([docs], index_dir=folder).chunks == 0
