@@ -462,6 +462,11 @@ def _recover_patches() -> None:
         sys.stderr.write(f"apex: rolled back {len(rolled)} patch(es) an interrupted run left open ({', '.join(rolled)})\n")
 
 
+_USERS_TO_FIX = frozenset({errno.ENAMETOOLONG, errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT,
+                           errno.ENOTDIR, errno.EISDIR})
+"""Errors of the file system a user's choice of path or machine causes: one line, not a traceback."""
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point with Apex's error discipline."""
     try:
@@ -469,6 +474,13 @@ def main(argv: list[str] | None = None) -> None:
         result = app(args=argv, standalone_mode=False)
     except ApexUserError as error:
         sys.stderr.write(f"apex: error: {error}\n")
+        sys.exit(2)
+    except OSError as error:
+        if error.errno not in _USERS_TO_FIX or os.environ.get("APEX_DEBUG") == "1":
+            raise
+        where = f": {error.filename}" if error.filename else ""
+        sys.stderr.write(f"apex: error: {error.strerror}{where}; choose a path you can write (a folder you own, "
+                         f"shorter names), or free space, and run it again (APEX_DEBUG=1 shows where it happened)\n")
         sys.exit(2)
     except typer.Abort:  # end of input at a prompt
         _interrupted(argv)

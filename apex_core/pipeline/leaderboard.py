@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from apex_core.errors import ApexUserError
 from apex_core.pipeline.state import RunState
 
 LEADERBOARD_FILE = "leaderboard.sqlite"
@@ -71,8 +72,12 @@ class Leaderboard:
     def __init__(self, results_root: Path) -> None:
         self.path = Path(results_root) / LEADERBOARD_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with closing(sqlite3.connect(self.path, timeout=30)) as db, db:
-            db.executescript(_SCHEMA)
+        try:
+            with closing(sqlite3.connect(self.path, timeout=30)) as db, db:
+                db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as error:  # not a database (overwritten, truncated), or not ours
+            raise ApexUserError(f"{self.path}: not a leaderboard Apex can read ({error}); move it aside "
+                                f"(mv {self.path} {self.path}.bad) and the next scored run starts a new one") from None
 
     def add_run(self, state: RunState) -> int:
         """Add (or replace, when a run is scored again) one row per kernel of ``state``."""

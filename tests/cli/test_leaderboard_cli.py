@@ -30,3 +30,20 @@ def test_an_agent_the_board_never_saw_is_one_line_naming_those_it_did(apex_cli, 
     refused = apex_cli("leaderboard", "--results-dir", str(_board(tmp_path)), "--agent", "nope")
     lines = refused.stderr.strip().splitlines()
     assert refused.returncode == 2 and len(lines) == 1 and "'nope'" in lines[0] and "claude, replay" in lines[0], refused.stderr
+
+
+def test_a_leaderboard_file_that_is_not_a_database_is_one_line_with_the_way_out(apex_cli, tmp_path):
+    (tmp_path / "leaderboard.sqlite").write_text("garbage, not SQLite")
+    refused = apex_cli("leaderboard", "--results-dir", str(tmp_path))
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip() == (f"apex: error: {tmp_path}/leaderboard.sqlite: not a leaderboard Apex can read (file is not a "
+                                      f"database); move it aside (mv {tmp_path}/leaderboard.sqlite {tmp_path}/leaderboard.sqlite.bad) "
+                                      "and the next scored run starts a new one")
+
+
+def test_a_results_folder_whose_name_the_file_system_refuses_is_one_line(apex_cli, tmp_path):
+    too_long = tmp_path / ("x" * 300)
+    refused = apex_cli("run", "--workload", "cpu-mini", "--results-dir", str(too_long))
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert refused.stderr.startswith("apex: error: File name too long: ") and len(refused.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []  # no run folder, nothing half-made
