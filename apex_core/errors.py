@@ -25,6 +25,11 @@ class UnknownNameError(ApexUserError):
         super().__init__(unknown_name_message(kind, name, self.known))
 
 
+class NotFoundError(ApexUserError):
+    """What was asked for is not there (a kernel, a definition, a match): the CLI exits 1 for it, as
+    grep does when nothing matches, so a script tells "nothing found" (1) from a mistake (2)."""
+
+
 class TaskDefinitionError(ApexUserError):
     """A task definition file that cannot be used as it is."""
 

@@ -30,7 +30,7 @@ from apex_core.cli.mcp import app as mcp_app
 from apex_core.cli.output import JsonOption, console, progress_console, progress_reporter
 from apex_core.cli.output import print_json as _print_json
 from apex_core.cli.workloads import register as register_workloads
-from apex_core.errors import ApexUserError
+from apex_core.errors import ApexUserError, NotFoundError
 
 if TYPE_CHECKING:  # for annotations only
     from apex_core.hardware.measured import MeasuredRates
@@ -472,6 +472,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         _recover_patches()
         result = app(args=argv, standalone_mode=False)
+    except NotFoundError as error:  # nothing found: 1, as grep; a mistake is 2
+        sys.stderr.write(f"apex: {error}\n")
+        sys.exit(1)
     except ApexUserError as error:
         sys.stderr.write(f"apex: error: {error}\n")
         sys.exit(2)

@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from apex_core.cli.output import JsonOption, console, print_json
+from apex_core.errors import NotFoundError
 from apex_core.sources.grep import SEARCH_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -39,15 +40,17 @@ def _explorer() -> SourceExplorer:
 
 @app.command("find")
 def find_command(name: NameArgument, as_json: JsonOption = False) -> None:
-    """Where a kernel is defined, with its package version and launchers."""
+    """Where a kernel is defined, with its package version and launchers. Exit code 1 when none is."""
     found = _explorer().find(name)
+    if as_json and not found:
+        print_json([])
+        raise typer.Exit(1)
     if as_json:
         print_json([{**s.model_dump(mode="json", exclude={"launch_sites"}), "location": s.location, "launchers": list(s.launchers)}
                     for s in found])
         return
     if not found:
-        console.print(f"no indexed kernel is named {name!r} (a vendor library kernel has no source here; see 'apex source index')")
-        return
+        raise NotFoundError(f"no indexed kernel is named {name!r} (a vendor library kernel has no source here; see 'apex source index')")
     for symbol in found:
         console.print(f"{symbol.qualified_name}  [{symbol.language}, {symbol.package} {symbol.version}]  {symbol.location}", highlight=False)
         for launcher in symbol.launchers:
@@ -115,6 +118,8 @@ def grep_command(
     result = _explorer().grep(pattern, package=package, path_glob=glob, ignore_case=ignore_case, limit=limit)
     if as_json:
         print_json(result.model_dump(mode="json"))
+        if not result.hits:
+            raise typer.Exit(1)
         return
     _print_refs(result.hits, False, f"{pattern} in {result.files_searched} files" + (" (more matches exist)" if result.truncated else ""))
 
@@ -139,9 +144,16 @@ def index_command(as_json: JsonOption = False) -> None:
 
 
 def _print_refs(refs: list[CodeRef], as_json: bool, title: str) -> None:
+    """The references found; none found is exit code 1 (after the empty list or the count)."""
     if as_json:
         print_json([ref.model_dump(mode="json") for ref in refs])
-        return
+    else:
+        _print_ref_lines(refs, title)
+    if not refs:
+        raise typer.Exit(1)
+
+
+def _print_ref_lines(refs: list[CodeRef], title: str) -> None:
     console.print(f"{title}: {len(refs)}", highlight=False)
     for ref in refs:
         where = f"{ref.path}:{ref.line}"

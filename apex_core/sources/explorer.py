@@ -26,7 +26,7 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
-from apex_core.errors import ApexUserError
+from apex_core.errors import ApexUserError, NotFoundError
 from apex_core.sources.grep import SEARCH_TIMEOUT_S, scan_files, search_in_child
 from apex_core.sources.index import PackageIndex, SourceIndex, build_index
 from apex_core.sources.real_paths import OutsideTreeError, read_text_inside, real_root
@@ -138,7 +138,7 @@ class SourceExplorer:
         """Every place that launches the kernel ``name``, with the argument text as written."""
         kernels = self.find(name)
         if not kernels:
-            raise ApexUserError(f"no indexed kernel is named {name!r}: find it first with 'apex source find' "
+            raise NotFoundError(f"no indexed kernel is named {name!r}: find it first with 'apex source find' "
                                 f"(indexed: {self._indexed_names()})")
         return list(kernels[0].launch_sites)
 
@@ -154,7 +154,7 @@ class SourceExplorer:
         if path is None:
             definition = self._definition(location)
             if definition is None:
-                raise ApexUserError(f"{location!r} is neither an indexed file nor a known kernel or function; give PATH, "
+                raise NotFoundError(f"{location!r} is neither an indexed file nor a known kernel or function; give PATH, "
                                     "PATH:LINE, PATH:START-END or a name that 'apex source find' knows")
             path, span = definition.path, self._definition_span(definition)
         located = self._locate(path)
@@ -208,7 +208,7 @@ class SourceExplorer:
             launches = self._launches_from(name)
             if launches:
                 return launches  # a C++ function that launches kernels: the index knows what it launches
-            raise ApexUserError(f"no indexed kernel or Python function is named {name!r}; try 'apex source find' or 'apex source grep'")
+            raise NotFoundError(f"no indexed kernel or Python function is named {name!r}; try 'apex source find' or 'apex source grep'")
         path = definition.path
         if path.suffix != ".py":
             return self._launches_from(definition.qualified_name)

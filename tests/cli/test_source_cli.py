@@ -1,5 +1,6 @@
 """``apex source``: find, show, callers, callees, launches, grep and index through the real command,
-JSON on stdout, one-line errors with exit 2 (on torch's own Triton kernels, which every install has)."""
+JSON on stdout, one-line errors with exit 2, and exit 1 whenever nothing is found, in every subcommand
+(on torch's own Triton kernels, which every install has)."""
 
 from __future__ import annotations
 
@@ -41,5 +42,14 @@ def test_user_errors_are_one_line(apex_cli):
     assert "outside the indexed sources" in _one_line_error(apex_cli("source", "show", "/etc/hostname"))
     assert "not a valid regular expression" in _one_line_error(apex_cli("source", "grep", "("))
     assert "not indexed here" in _one_line_error(apex_cli("source", "grep", "x", "--package", "nope"))
-    assert "no indexed kernel" in _one_line_error(apex_cli("source", "launches", "nvjet_sm90_tst_256x8"))
     assert "context" in _one_line_error(apex_cli("source", "show", KERNEL, "--context", "-1"))
+
+
+def test_nothing_found_is_exit_1_in_every_subcommand_and_a_mistake_exit_2(apex_cli):
+    for args in (("find", "nvjet_sm90_tst_256x8"), ("launches", "nvjet_sm90_tst_256x8"), ("callees", "no_such_function_xyz"),
+                 ("show", "no_such_function_xyz"), ("callers", "no_such_function_xyz"), ("grep", "no_such_text_xyz_123"),
+                 ("grep", "no_such_text_xyz_123", "--json")):
+        done = apex_cli("source", *args)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, (args, done.stdout, done.stderr)
+        assert "apex: error" not in done.stderr, args
+    assert _one_line_error(apex_cli("source", "grep", "("))
