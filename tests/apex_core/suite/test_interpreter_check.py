@@ -1,10 +1,10 @@
 """Every Triton task's baseline and our reference solution are correct under the CPU interpreter.
 
 The checks run in a child process with TRITON_INTERPRET=1 (the variable must be set before Triton
-is imported), at each task's small ``cpu_shapes``: one child checks every task (importing torch and
-Triton once instead of once per task, most of this module's time before), a failure of one task's
-check recorded for that task alone; each task is still its own test. The module is one xdist group,
-so the child runs once.
+is imported), at each task's small ``cpu_shapes``. The tasks are dealt into ``SHARDS`` shards, each an
+xdist group checked by one child (importing torch and Triton once per shard instead of once per
+task, most of this module's time before), so the shards run on different workers at once; a
+failure of one task's check is recorded for that task alone, and each task is still its own test.
 """
 
 from __future__ import annotations
@@ -39,9 +39,16 @@ print(json.dumps(reports))
 """
 
 TRITON_TASKS = sorted(t.id for t in all_tasks().values() if t.language == "triton")
+SHARDS = 3
+"""One per xdist worker: the check is most of a CPU-hour-long suite's longest group."""
 
 
-pytestmark = [pytest.mark.xdist_group("interpreter-check"), pytest.mark.timeout(1800)]  # the first test waits for every check
+def _shard(task_id: str) -> int:
+    return TRITON_TASKS.index(task_id) % SHARDS
+
+
+pytestmark = pytest.mark.timeout(1800)  # the first test of a shard waits for the whole shard's check
+_REPORTS: dict[int, dict[str, dict]] = {}
 
 
 def _run_checks(jobs: dict[str, list[Path]], timeout: float) -> dict[str, dict]:
@@ -59,15 +66,16 @@ def _run_check(task_id: str, *paths: Path) -> dict:
     return report
 
 
-@pytest.fixture(scope="module")
-def every_report() -> dict[str, dict]:
-    """Every Triton task's baseline and reference solution, checked in one child."""
-    jobs = {}
-    for task_id in TRITON_TASKS:
-        task = get_task(task_id)
-        solution = reference_solution_path(task)
-        jobs[task_id] = [task.baseline_path] + ([solution] if solution else [])
-    return _run_checks(jobs, timeout=3600)
+def _shard_report(shard: int) -> dict[str, dict]:
+    """The baselines and reference solutions of one shard's tasks, checked in one child (once per worker)."""
+    if shard not in _REPORTS:
+        jobs = {}
+        for task_id in (t for t in TRITON_TASKS if _shard(t) == shard):
+            task = get_task(task_id)
+            solution = reference_solution_path(task)
+            jobs[task_id] = [task.baseline_path] + ([solution] if solution else [])
+        _REPORTS[shard] = _run_checks(jobs, timeout=1800)
+    return _REPORTS[shard]
 
 
 def test_every_triton_task_has_small_shapes_for_the_interpreter():
@@ -78,10 +86,11 @@ def test_every_task_ships_a_reference_solution():
     assert [t for t in all_tasks() if reference_solution_path(get_task(t)) is None] == []
 
 
-@pytest.mark.parametrize("task_id", TRITON_TASKS)
-def test_baseline_and_reference_solution_are_correct_under_the_interpreter(task_id, every_report):
+@pytest.mark.parametrize("task_id", [pytest.param(t, marks=pytest.mark.xdist_group(f"interpreter-check-{_shard(t)}"))
+                                     for t in TRITON_TASKS])
+def test_baseline_and_reference_solution_are_correct_under_the_interpreter(task_id):
     task = get_task(task_id)
-    report = every_report[task_id]
+    report = _shard_report(_shard(task_id))[task_id]
     assert "error" not in report, report.get("error")
     assert set(report) == {"baseline", "reference_solution"}, "both the baseline and our solution are checked"
     failures = {label: [v for v in verdicts if not v["passed"]] for label, verdicts in report.items()}
