@@ -1,4 +1,5 @@
-"""The packages of apex_core import each other in layers, without cycles (docs/layers.md)."""
+"""The packages of apex_core import each other in layers, without cycles (docs/layers.md), and the
+modules inside each package import each other without cycles either."""
 
 import ast
 import re
@@ -73,6 +74,66 @@ def find_cycle(graph: dict[str, dict[str, list[str]]]) -> list[str]:
             if found:
                 return found
     return []
+
+
+def module_graph(library: Path = LIBRARY) -> dict[str, dict[str, list[str]]]:
+    """Module -> module of apex_core it imports -> the file, for every import statement, those inside
+    functions included (an import deferred into a function closes a circle all the same, only later).
+    ``from package import name`` counts as importing the submodule ``name`` where there is one, else
+    the package; the parent package a submodule's import runs first is not counted."""
+    modules = {}
+    for source in library.rglob("*.py"):
+        parts = list(source.relative_to(library.parent).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = source
+    graph: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for name, source in modules.items():
+        for node in ast.walk(ast.parse(source.read_text(), filename=str(source))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module for a in node.names]
+            else:
+                continue
+            for target in targets:
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target.startswith("apex_core.") and target != name:
+                    graph[name][target].append(str(source.relative_to(library.parent)))
+    return graph
+
+
+def package_cycles(graph: dict[str, dict[str, list[str]]]) -> dict[str, list[str]]:
+    """Package -> one cycle among its own modules (the package's __init__ and its direct submodules)."""
+    def parent(module: str) -> str:
+        return module.rpartition(".")[0]
+
+    packages = {parent(m) for m in graph} | set(graph)
+    found = {}
+    for package in sorted(p for p in packages if p.startswith("apex_core")):
+        members = {m for m in set(graph) | {t for targets in graph.values() for t in targets} if m == package or parent(m) == package}
+        inside = {m: {t: f for t, f in graph.get(m, {}).items() if t in members} for m in members}
+        cycle = find_cycle(inside)
+        if cycle:
+            found[package] = cycle
+    return found
+
+
+def test_the_modules_of_each_package_import_each_other_without_a_cycle():
+    graph = module_graph()
+    cycles = {package: " -> ".join(f"{a} (in {sorted(set(graph[a][b]))[0]})" for a, b in zip(cycle, cycle[1:])) + f" -> {cycle[-1]}"
+              for package, cycle in package_cycles(graph).items()}
+    assert cycles == {}, "move the registry that imports the modules out of the module they import (e.g. agents/registry.py)"
+
+
+def test_a_registry_inside_the_interface_its_backends_import_is_a_cycle(tmp_path):
+    package = tmp_path / "apex_core" / "agents"
+    package.mkdir(parents=True)
+    (tmp_path / "apex_core" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "base.py").write_text("def make():\n    from apex_core.agents.claude import Claude\n    return Claude()\n")
+    (package / "claude.py").write_text("from apex_core.agents.base import make\nclass Claude: ...\n")
+    assert package_cycles(module_graph(tmp_path / "apex_core")) == {
+        "apex_core.agents": ["apex_core.agents.base", "apex_core.agents.claude", "apex_core.agents.base"]}
 
 
 def test_the_packages_of_apex_core_import_each_other_without_a_cycle():

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_EXPORTS = {"Agent": "base", "AgentRun": "base", "make_agent": "base", "ClaudeCodeAgent": "claude_code",
+_EXPORTS = {"Agent": "base", "AgentRun": "base", "make_agent": "registry", "ClaudeCodeAgent": "claude_code",
             "DryRunAgent": "dry_run"}
 
 __all__ = sorted(_EXPORTS)

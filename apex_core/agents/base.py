@@ -1,4 +1,5 @@
-"""The agent interface and the choice of backend by name."""
+"""The agent interface: what a backend is given, what it reports, and the checks before it runs
+(the registry of backends by name is ``registry.py``, which imports them all)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from apex_core.errors import UnknownNameError
 from apex_core.tasks.schema import Task
 
 
@@ -57,33 +57,3 @@ def available(agent: Agent) -> None:
     check = getattr(agent, "available", None)
     if check is not None:
         check()
-
-
-BACKENDS = ("dry-run", "replay", "claude", "codex", "cursor")
-
-
-def make_agent(
-    name: str, model: str | None = None, max_turns: int = 25, timeout_s: float = 1800, overwrite: bool = False,
-    replay_from: Path | None = None,
-) -> Agent:
-    """The backend ``name``; ``overwrite``: the dry run may replace a solution file that differs from its own;
-    ``replay_from``: the replay agent's recorded trajectories (default: our own solutions)."""
-    from apex_core.agents.claude_code import ClaudeCodeAgent
-    from apex_core.agents.dry_run import DryRunAgent
-    from apex_core.agents.replay import ReplayAgent
-
-    if name == "dry-run":
-        return DryRunAgent(overwrite=overwrite)
-    if name == "replay":
-        return ReplayAgent(replay_from)
-    if name == "claude":
-        return ClaudeCodeAgent(model=model, max_turns=max_turns, timeout_s=timeout_s)
-    if name == "codex":
-        from apex_core.agents.codex import CodexAgent
-
-        return CodexAgent(model=model, max_turns=max_turns, timeout_s=timeout_s)
-    if name == "cursor":
-        from apex_core.agents.cursor import CursorAgent
-
-        return CursorAgent(model=model, max_turns=max_turns, timeout_s=timeout_s)
-    raise UnknownNameError("agent backend", name, BACKENDS)

@@ -133,7 +133,8 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 def _check_before_a_run_folder(config: RunConfig) -> None:
     """What would fail a run minutes in (a target, the agent's CLI, its recorded trajectories) fails
     now, in one line, before a run folder exists."""
-    from apex_core.agents.base import available, make_agent
+    from apex_core.agents.base import available
+    from apex_core.agents.registry import make_agent
     from apex_core.hardware.target import resolve_target
 
     if config.gpu is not None:

@@ -147,7 +147,7 @@ def _given(task_id: str, rank: int) -> KernelRecord:
 
 
 def optimize_stage(state: RunState, progress: Progress | None) -> str:
-    from apex_core.agents.base import make_agent
+    from apex_core.agents.registry import make_agent
 
     if not state.kernels:
         raise Skip("no kernel was identified to optimize")

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from apex_core.patcher.points import PatchPoint
+from apex_core.patcher.points.point import PatchPoint
 from apex_core.patcher.points.llama import _reached, _rms_norm_body, _rms_norm_path
 from apex_core.tasks.schema import Task
 

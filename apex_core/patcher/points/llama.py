@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from apex_core.patcher.points import PatchPoint
+from apex_core.patcher.points.point import PatchPoint
 from apex_core.tasks.schema import Task
 
 MODELS = ("llama-3-1-8b-instruct",)

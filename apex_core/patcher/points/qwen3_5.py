@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from apex_core.patcher.points import PatchPoint
+from apex_core.patcher.points.point import PatchPoint
 from apex_core.patcher.points.llama import _rms_norm_path, _swiglu_body, _swiglu_path
 from apex_core.tasks.schema import Task
 
