@@ -33,6 +33,7 @@ from apex_core.docsearch.lexical import IDS_FILE, LexicalIndex
 from apex_core.docsearch.models import Chunk, IndexReport
 from apex_core.errors import ApexUserError
 from apex_core.progress import Progress, reporter
+from apex_core.storage import atomic_write_text
 
 ENV_VAR = "APEX_DOCS_INDEX"
 DEFAULT_INDEX_DIR = DOCS_INDEX_DIR / "index"
@@ -352,6 +353,4 @@ def _save_lexical(collection, folder: Path, listed: set[str]) -> int:
 
 
 def _write_manifest(folder: Path, manifest: Manifest) -> None:
-    temporary = folder / (MANIFEST + ".tmp")
-    temporary.write_text(json.dumps(manifest.model_dump(), indent=1, sort_keys=True), encoding="utf-8")
-    temporary.replace(folder / MANIFEST)
+    atomic_write_text(folder / MANIFEST, json.dumps(manifest.model_dump(), indent=1, sort_keys=True))

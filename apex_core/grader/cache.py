@@ -18,24 +18,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from apex_core.grader.result import GradeResult, Outcome
 from apex_core.grader.signing import KEY_FILE, Signer
+from apex_core.storage import CACHE_DIR_ENV, cache_root
 
 __all__ = ["CACHE_DIR_ENV", "KEY_FILE", "GradeCache", "default_cache_dir", "grade_key"]
 
-CACHE_DIR_ENV = "APEX_CACHE_DIR"
 DRIFT_TOLERANCE = 0.10
 
 
 def default_cache_dir() -> Path:
-    if os.environ.get(CACHE_DIR_ENV):
-        return Path(os.environ[CACHE_DIR_ENV])
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "apex"
+    """The cache folder (``apex_core.storage.cache_root``: one rule for every cache of Apex)."""
+    return cache_root()
 
 
 def grade_key(task_hash: str, solution_hash: str, environment_key: str, grader_version: str, options: dict) -> str:

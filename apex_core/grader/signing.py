@@ -22,6 +22,8 @@ import os
 import secrets
 from pathlib import Path
 
+from apex_core.storage import atomic_write_text
+
 KEY_FILE = "signing-key"
 KEY_BYTES = 32
 
@@ -64,9 +66,7 @@ class Signer:
         if mac is None:
             return False
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-        temporary.write_text(json.dumps({"mac": mac, "body": body}), encoding="utf-8")
-        temporary.replace(path)
+        atomic_write_text(path, json.dumps({"mac": mac, "body": body}), durable=False)  # a lost entry is graded again
         return True
 
 

@@ -22,7 +22,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
@@ -31,6 +30,7 @@ from pydantic import BaseModel
 
 from apex_core.errors import ApexUserError, UnknownNameError
 from apex_core.hosting.mcp_registry import GATEWAY, SERVERS, ServerSpec, all_servers
+from apex_core.storage import atomic_write_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -143,11 +143,7 @@ def _write_if_changed(path: Path, content: str, client: str, note: str = "", new
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o777 if path.exists() else new_mode
     # Atomic replace: a host reading its config concurrently sees the old file or the new one.
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(handle, "w", encoding="utf-8") as stream:
-        stream.write(content)
-    os.chmod(temporary, mode)
-    os.replace(temporary, path)
+    atomic_write_text(path, content, mode=mode)
     return Change(client=client, path=path, action="written", note=note)
 
 

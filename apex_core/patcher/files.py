@@ -11,12 +11,16 @@ by the source's mtime and size) sees the original file again.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 from pathlib import Path
 from typing import Annotated
 
 from pydantic import BaseModel, PlainSerializer
+
+from apex_core.storage import atomic_write, fsync_dir, replace_file
+
+__all__ = ["FileState", "NanoTimestamp", "atomic_write", "bytecode_files", "durable_copy", "durable_unlink", "file_state",
+           "fsync_dir", "sha256_bytes", "sha256_file", "stray_temporaries"]
 
 NanoTimestamp = Annotated[int, PlainSerializer(str, return_type=str, when_used="json")]
 """A file time in nanoseconds since the epoch. Today's are near 1.8e18, past the 2**53 a JSON reader
@@ -55,74 +59,11 @@ def file_state(path: Path) -> FileState:
                      mtime_ns=stat.st_mtime_ns)
 
 
-def fsync_dir(folder: Path) -> None:
-    """Make a rename or creation in ``folder`` durable (a no-op where directories cannot be opened)."""
-    try:
-        handle = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(handle)
-    except OSError:
-        pass
-    finally:
-        os.close(handle)
-
-
-def _exclusive(temporary: Path, mode: int = 0o666) -> int:
-    """Create ``temporary`` for writing, never through a link or over a file someone left there:
-    a name planted in a folder others can write (a symlink to a file elsewhere) is removed first,
-    and O_EXCL | O_NOFOLLOW make the open fail rather than follow one planted in between."""
-    try:
-        os.unlink(temporary)
-    except FileNotFoundError:
-        pass
-    return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
-
-
 def durable_copy(source: Path, target: Path, *, mode: int | None = None) -> None:
     """Copy bytes and flush them; the copy becomes visible under ``target`` only when complete
     (with ``mode`` as its permission bits when given: backups are 0600)."""
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        with source.open("rb") as reader, os.fdopen(_exclusive(temporary, 0o600 if mode is not None else 0o666), "wb") as writer:
-            shutil.copyfileobj(reader, writer)
-            writer.flush()
-            os.fsync(writer.fileno())
-        if mode is not None:
-            os.chmod(temporary, mode)
-        os.replace(temporary, target)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    fsync_dir(target.parent)
-
-
-def atomic_write(target: Path, data: bytes, *, mode: int | None = None, mtime_ns: int | None = None,
-                 before_rename: callable | None = None) -> None:  # type: ignore[valid-type]
-    """Replace ``target`` with ``data`` atomically (temporary file in the same folder, fsync, rename).
-
-    ``mode`` and ``mtime_ns`` set the new file's permission bits and modification time (a restore
-    gives the original ones back); ``before_rename`` runs between the flush and the rename (the
-    fault-injection point of the tests).
-    """
-    temporary = target.with_name(f".{target.name}.apex-{os.getpid()}.tmp")
-    try:
-        with os.fdopen(_exclusive(temporary), "wb") as writer:
-            writer.write(data)
-            writer.flush()
-            os.fsync(writer.fileno())
-        if mode is not None:
-            os.chmod(temporary, mode)
-        if mtime_ns is not None:
-            os.utime(temporary, ns=(mtime_ns, mtime_ns))
-        if before_rename is not None:
-            before_rename()
-        os.replace(temporary, target)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    fsync_dir(target.parent)
+    with source.open("rb") as reader:
+        replace_file(target, lambda writer: shutil.copyfileobj(reader, writer), mode=mode)
 
 
 def durable_unlink(path: Path) -> None:

@@ -19,9 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 import subprocess
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -32,6 +30,7 @@ from apex_core.errors import ApexUserError
 from apex_core.pipeline.leaderboard import apex_version
 from apex_core.pipeline.state import RUNS_DIR, RunState, run_states
 from apex_core.pipeline.trajectory import TRAJECTORIES_DIR, Trajectory
+from apex_core.storage import replace_file
 
 Format = Literal["jsonl", "parquet"]
 
@@ -99,15 +98,7 @@ def _write(rows: list[dict[str, Any]], path: Path, fmt: Format) -> None:
 def _replace(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Write ``path`` through a new temporary file renamed over it: a link planted at ``path`` is
     replaced, never written through (the export's folder may be shared with an agent)."""
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "wb") as out:
-            write(out)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    replace_file(path, write, mode=0o644)
 
 
 def _git_commit() -> str | None:

@@ -19,7 +19,7 @@ from html import escape
 from pathlib import Path
 
 from apex_core.grader.result import GradeResult
-from apex_core.patcher.files import atomic_write
+from apex_core.storage import atomic_write
 from apex_core.patcher.final import DRIFT_THRESHOLD
 from apex_core.pipeline import report_svg as svg
 from apex_core.pipeline.grading_facts import error_class

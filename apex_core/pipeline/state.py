@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_valid
 
 from apex_core.agents.base import AgentRun
 from apex_core.errors import ApexUserError
-from apex_core.patcher.files import atomic_write
+from apex_core.storage import atomic_write
 from apex_core.pipeline.config import RunConfig
 
 STAGES = ("benchmark", "identify", "optimize", "grade", "integrate", "benchmark-final", "score", "report")

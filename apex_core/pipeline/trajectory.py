@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from apex_core.agents.base import AgentRun
-from apex_core.patcher.files import atomic_write
+from apex_core.storage import atomic_write
 from apex_core.pipeline.state import GradeSummary
 
 TRAJECTORIES_DIR = "trajectories"

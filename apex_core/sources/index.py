@@ -38,13 +38,14 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from apex_core.grader.cache import default_cache_dir
+from apex_core.storage import cache_root as default_cache_dir
 from apex_core.sources.cpp_scan import scan_cpp_source
 from apex_core.sources.names import demangle, kernel_name_candidates, qualified_function_name
 from apex_core.sources.packages import DEFAULT_PACKAGES, PackageSource, installed_packages, source_checkouts
 from apex_core.sources.real_paths import is_inside, read_text_inside, real_root
 from apex_core.sources.symbols import LaunchSite, SourceSymbol, SymbolLanguage
 from apex_core.sources.triton_scan import might_define_triton_kernels, scan_python_source
+from apex_core.storage import atomic_write_text
 
 CACHE_FORMAT = 2
 """2: C++ files and the C++ fields of symbols and launch sites (format 1 cached Python only)."""
@@ -195,9 +196,7 @@ def _read_cache(path: Path, package: PackageSource) -> PackageIndex | None:
 def _write_cache(path: Path, index: PackageIndex) -> None:
     """Atomic write, then removal of other versions' files of the same package and root."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(f".{os.getpid()}.tmp")
-    temporary.write_text(index.model_dump_json())
-    os.replace(temporary, path)
+    atomic_write_text(path, index.model_dump_json(), durable=False)  # a lost entry is indexed again
     root_digest = path.stem.rsplit("-", 1)[-1]
     for other in path.parent.glob(f"{_safe(index.package)}-*-{root_digest}.json"):
         if other != path:

@@ -360,12 +360,16 @@ def test_a_backup_named_as_a_path_is_refused(site, cache, tmp_path):
         recover(cache, roots=[site])
 
 
-def test_a_link_planted_at_the_lock_or_a_temporary_file_makes_no_write_land_elsewhere(site, cache, tmp_path):
+def test_a_link_planted_at_the_lock_or_a_temporary_file_makes_no_write_land_elsewhere(site, cache, tmp_path, monkeypatch):
+    from apex_core import storage
+
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
     norm = site / "toystack" / "norm.py"
+    # A temporary's name is random; here it is known, as an attacker who guessed it would know it.
+    monkeypatch.setattr(storage, "temporary_for", lambda target: target.with_name(f".{target.name}.apex-guessed.tmp"))
     with _patcher(site, cache, tmp_path) as patcher:
-        (norm.parent / f".norm.py.apex-{os.getpid()}.tmp").symlink_to(victim)  # where the next write's temporary goes
+        (norm.parent / ".norm.py.apex-guessed.tmp").symlink_to(victim)  # where the next write's temporary goes
         patch = patcher.begin()
         patcher.replace(patch, {norm: b"y = 2\n"})
         patcher.commit(patch)
