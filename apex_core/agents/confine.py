@@ -71,6 +71,7 @@ other entry, present or future, stays out of its sight."""
 NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf")
 """Files a host needs to reach its API; where one is a link out of /etc (systemd-resolved's
 ``/run/systemd/resolve/stub-resolv.conf``), the file it names is shown too."""
+SITE_FOLDERS = ("site-packages", "dist-packages")
 PATH_VARIABLES = ("APEX_TASK_DIRS", "APEX_SOURCE_CHECKOUTS", "APEX_DOCS_INDEX")
 """Apex settings naming folders the servers an agent starts read: shown read-only."""
 SOURCE_CACHE_ENV = "APEX_SOURCE_CACHE_DIR"
@@ -309,6 +310,10 @@ def session_view(home: Path, writable: Iterable[Path], programs: Iterable[str], 
     base = sandbox.worker_view(str(home), PACKAGE_PARENT, [str(p) for p in writable], tmp_bytes)
     allowed = [os.path.join(repository, entry) for entry in REPOSITORY_ENTRIES]
     allowed += [os.path.realpath(p) for p in (sys.prefix, sys.exec_prefix)]
+    # Site-packages folders on the path, wherever they lie (a venv layered on another's through a
+    # .pth: the test suite's per-worker environments); never other path entries, which may be the
+    # repository itself (an editable install puts it on sys.path).
+    allowed += [os.path.realpath(p) for p in sys.path if os.path.basename(p.rstrip(os.sep)) in SITE_FOLDERS and os.path.isdir(p)]
 
     def shown(path: str) -> bool:
         real = os.path.realpath(path)
