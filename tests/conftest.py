@@ -77,6 +77,7 @@ workers share one environment (``APEX_TEST_SHARED_ENV=1``), the whole group goes
 which runs it in order."""
 
 SHARED_ENV = "APEX_TEST_SHARED_ENV"
+WORKER_ENVIRONMENTS = Path(sys.prefix) / "apex-test-workers"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -87,8 +88,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput") or not specs or os.environ.get(SHARED_ENV) == "1" or \
             any(spec != "popen" for spec in specs) or worker_environments.in_worker_environment():
         return
-    pythons = worker_environments.build(len(specs), Path(sys.prefix) / "apex-test-workers")
+    pythons = worker_environments.build(len(specs), WORKER_ENVIRONMENTS)
     config.option.tx = [f"popen//python={python}" for python in pythons]
+    config.add_cleanup(lambda: worker_environments.remove_session(WORKER_ENVIRONMENTS))
 
 
 @contextlib.contextmanager

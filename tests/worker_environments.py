@@ -58,11 +58,37 @@ def put_own_site_first() -> None:
 
 
 def build(count: int, parent: Path) -> list[Path]:
-    """``count`` worker environments under ``parent``, each made anew; their interpreters."""
+    """``count`` worker environments in a folder of this session under ``parent``; their
+    interpreters. Another session's folder is left alone while its pytest runs (two suites at once
+    in one checkout) and removed once it is gone."""
+    _remove_finished_sessions(parent)
+    session = parent / f"session-{os.getpid()}"
     main_site = Path(sysconfig.get_paths()["purelib"])
     main_scripts = Path(sysconfig.get_paths()["scripts"])
     distributions = _installed(PATCHED_PACKAGES)
-    return [_build_one(parent / f"worker-{index}", main_site, main_scripts, distributions) for index in range(count)]
+    return [_build_one(session / f"worker-{index}", main_site, main_scripts, distributions) for index in range(count)]
+
+
+def remove_session(parent: Path) -> None:
+    shutil.rmtree(parent / f"session-{os.getpid()}", ignore_errors=True)
+
+
+def _remove_finished_sessions(parent: Path) -> None:
+    for folder in parent.glob("*") if parent.is_dir() else []:
+        pid = folder.name.removeprefix("session-")
+        if pid.isdigit() and _alive(int(pid)) and int(pid) != os.getpid():
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _installed(packages: tuple[str, ...]) -> list[tuple[Path, Path]]:
