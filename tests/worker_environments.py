@@ -29,6 +29,8 @@ import sysconfig
 import venv
 from pathlib import Path
 
+from apex_core.grader.scratch import process_alive
+
 MARKER = "apex-test-worker.txt"
 """In each worker environment's root: how a worker knows it has an environment of its own."""
 
@@ -76,18 +78,10 @@ def remove_session(parent: Path) -> None:
 def _remove_finished_sessions(parent: Path) -> None:
     for folder in parent.glob("*") if parent.is_dir() else []:
         pid = folder.name.removeprefix("session-")
-        if pid.isdigit() and _alive(int(pid)) and int(pid) != os.getpid():
+        if pid.isdigit() and process_alive(int(pid)) and int(pid) != os.getpid():
             continue
         shutil.rmtree(folder, ignore_errors=True)
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True
 
 

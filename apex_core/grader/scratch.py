@@ -43,7 +43,7 @@ def remove_orphans(root: Path | None = None) -> list[Path]:
     removed = []
     for path in Path(root or tempfile.gettempdir()).glob(f"{PREFIX}*-*"):
         owner = path.name[len(PREFIX):].split("-", 1)[0]
-        if not owner.isdigit() or _alive(int(owner)) or not path.is_dir() or path.is_symlink():
+        if not owner.isdigit() or process_alive(int(owner)) or not path.is_dir() or path.is_symlink():
             continue
         shutil.rmtree(path, ignore_errors=True)
         if not path.exists():
@@ -51,7 +51,8 @@ def remove_orphans(root: Path | None = None) -> list[Path]:
     return removed
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process with this pid runs (another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
