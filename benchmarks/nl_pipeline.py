@@ -65,7 +65,7 @@ RESUME = "Resume the optimization pipeline run {run_id} where it stopped."
 
 def build_script(model: str, runs: int, resume: Path | None = None) -> Script:
     name, workload, kernel_types, top_k = MODELS[model]
-    settings: dict[str, object] = {"workload": workload, "kernel_types": [kernel_types], "top_k": top_k, "iterations": 3,
+    settings: dict[str, object] = {"workload": workload, "languages": [kernel_types], "top_k": top_k, "iterations": 3,
                                    "max_turns": 25, "agent": "claude", "leaderboard": True, "runs": runs}
     asked = f"Run the full optimization pipeline for {name}"
     if resume is not None:

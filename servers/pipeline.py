@@ -1,7 +1,7 @@
 """The pipeline MCP server: the whole optimization of a model in one tool call, as ``apex run``.
 
 A thin layer over ``apex_core.pipeline``: ``run_pipeline`` takes the same typed settings as the
-command (workload, kernel stack, top-k, kernel types, iterations, turns, agent and models,
+command (workload, kernel stack, top-k, languages, iterations, turns, agent and models,
 leaderboard) and returns each stage's status and the run's results; ``pipeline_status`` reads a
 run's state; ``show_leaderboard`` and ``export_rl_dataset`` read across runs.
 
@@ -26,8 +26,10 @@ from apex_core.pipeline.export_rl import ExportSummary, export_rl
 from apex_core.pipeline.leaderboard import LEADERBOARD_FILE, Leaderboard, Standing
 from apex_core.pipeline.runs import RunSummary, run_summaries
 from apex_core.pipeline.state import RunState, latest_run, load_run
+from apex_core.signatures import parameters_of, with_parameters
 from servers._common import READ_ONLY, create_server, log, user_errors_as_tool_errors
 from servers._paths import RESULTS_ROOT, inside_results, run_folder
+from servers._settings import settings_of, tool_parameters
 
 mcp = create_server(
     "apex-pipeline",
@@ -70,40 +72,30 @@ def _view(state: RunState) -> RunView:
                    model_reward=float(reward) if isinstance(reward, (int, float)) else None, reports=state.reports)
 
 
-@mcp.tool
-@user_errors_as_tool_errors
-async def run_pipeline(
+PIPELINE_SETTINGS = ("workload", "kernels", "top_k", "languages", "iterations", "max_turns", "agent", "agent_model",
+                     "score_threshold", "runs", "final_pairs", "leaderboard", "executor", "ray_address")
+"""The settings ``run_pipeline`` takes, each with ``RunConfig``'s type, bounds, default and description."""
+TOOL_NAMES = {"kernels": "kernel_stacks"}
+
+
+async def _resume_options(
     ctx: Context,
-    workload: Annotated[str, Field(min_length=2, max_length=64, description="The workload, e.g. cpu-mini, qwen3-5-27b, gpt-oss-20b.")],
-    kernel_stacks: Annotated[list[Literal["liger", "fla"]], Field(max_length=2, description="Kernel stacks the model runs with.")] = [],  # noqa: B006
-    top_k: Annotated[int, Field(ge=1, le=50, description="Bottleneck kernels to optimize.")] = 3,
-    kernel_types: Annotated[list[Literal["triton", "hip", "python", "all"]], Field(
-        min_length=1, max_length=4, description="Languages of the kernels to optimize, e.g. ['triton'] for Triton kernels only.")] = ["all"],  # noqa: B006
-    iterations: Annotated[int, Field(ge=1, le=50, description="Agent iterations per kernel.")] = 3,
-    max_turns: Annotated[int, Field(ge=1, le=500, description="Agent turns per iteration.")] = 25,
-    agent: Annotated[Literal["replay", "claude", "codex", "cursor"], Field(
-        description="replay (offline, our solutions), claude, codex or cursor.")] = "replay",
-    agent_model: Annotated[str | None, Field(max_length=128, description="The agent's model.")] = None,
-    score_threshold: Annotated[float, Field(gt=0, description="Kernel score that ends a kernel's iterations early.")] = 300.0,
-    runs: Annotated[int, Field(ge=2, le=100, description="Benchmark runs.")] = 5,
-    final_pairs: Annotated[int | None, Field(ge=2, le=100, description=(
-        "Final-benchmark pairs; default runs, at least 6 (the fewest for a distribution-free 95% interval)."))] = None,
-    leaderboard: Annotated[bool, Field(description="Add the run's kernels to the leaderboard.")] = True,
-    executor: Annotated[Literal["local", "ray"], Field(
-        description="Where gradings run: local (this machine's GPUs) or ray (one grading actor per GPU of a Ray cluster).")] = "local",
-    ray_address: Annotated[str | None, Field(max_length=512, description=(
-        "With executor ray: the cluster to join (host:6379 or ray://host:10001); default RAY_ADDRESS, else Ray on this machine."))] = None,
     resume_run: Annotated[str | None, Field(min_length=1, max_length=4096, description=(
         "Go on with this run instead of starting one: its run id (list_runs) or its folder, results/runs/<run-id>."))] = None,
-) -> RunView:
+) -> None:
+    """``run_pipeline``'s own parameters, beside the run's settings."""
+
+
+@mcp.tool
+@user_errors_as_tool_errors
+@with_parameters(parameters_of(_resume_options)[:1] + tool_parameters(RunConfig, PIPELINE_SETTINGS, rename=TOOL_NAMES)
+                 + parameters_of(_resume_options)[1:], returns=RunView)
+async def run_pipeline(ctx: Context, resume_run: str | None = None, **settings: Any) -> RunView:
     """Optimize a model's bottleneck kernels end to end: benchmark, identify, optimize (the agent loop), grade,
     integrate the winners, benchmark again, score and report. Use it when asked to run the full optimization
     pipeline for a model. Takes minutes on cpu-mini, longer on GPU models; state is kept, so resume_run goes on
     with an interrupted run."""
-    config = None if resume_run else RunConfig(
-        workload=workload, kernels=tuple(kernel_stacks), top_k=top_k, kernel_types=tuple(kernel_types), iterations=iterations,
-        max_turns=max_turns, agent=agent, agent_model=agent_model, score_threshold=score_threshold, runs=runs,
-        final_pairs=final_pairs, leaderboard=leaderboard, executor=executor, ray_address=ray_address)
+    config = None if resume_run else RunConfig(**settings_of(RunConfig, settings, rename=TOOL_NAMES))
     resume = await anyio.to_thread.run_sync(_resumable, resume_run) if resume_run else None
     # In a child process of its own: it restores the environment even when the host or this server goes away.
     state = await run_in_child(

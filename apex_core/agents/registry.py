@@ -4,11 +4,15 @@ the choice cannot live there without a cycle)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal, get_args
 
 from apex_core.agents.base import Agent
 from apex_core.errors import UnknownNameError
 
-BACKENDS = ("dry-run", "replay", "claude", "codex", "cursor")
+AgentName = Literal["replay", "claude", "codex", "cursor"]
+"""The backends a pipeline run can use (``apex run --agent``, ``run_pipeline``'s agent)."""
+BACKENDS: tuple[str, ...] = ("dry-run", *get_args(AgentName))
+"""Every backend ``make_agent`` makes: the pipeline's, and the dry run ``apex agent run`` offers."""
 
 
 def make_agent(

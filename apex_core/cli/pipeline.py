@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
-from apex_core.cli.executor_options import ExecutorOption, RayAddressOption
+from apex_core.cli.model_options import option_name, options_from, settings_from
 from apex_core.cli.output import JsonOption, console, print_json
+from apex_core.pipeline.config import RunConfig
+from apex_core.signatures import parameters_of, with_parameters
 
 ResultsOption = Annotated[Path, typer.Option("--results-dir", help="Results folder: runs go to <dir>/runs/<run-id>.")]
 RunOption = Annotated[Optional[Path], typer.Option("--run", help="A run folder (results/runs/<run-id>); default: the newest run.")]
@@ -26,72 +28,61 @@ def register(app: typer.Typer) -> None:
     app.command("optimize-kernel")(optimize_kernel_command)
 
 
-def _run_config(**settings: object):  # noqa: ANN202 - a RunConfig, imported lazily
+RUN_SETTINGS = tuple(name for name in RunConfig.model_fields if name != "tasks")
+"""``apex run``'s settings: every field of ``RunConfig`` but the task list ``optimize-kernel`` fills."""
+KERNEL_SETTINGS = ("iterations", "max_turns", "score_threshold", "agent", "agent_model", "agent_timeout_s", "replay_from",
+                   "gpu", "leaderboard", "executor", "ray_address")
+"""``apex optimize-kernel``'s: the agent loop's, without a workload's benchmark, identify or integration."""
+
+
+def _run_config(**settings: object) -> RunConfig:
     """The run's settings from the command's options; a bad one is a one-line error naming its option."""
     from pydantic import ValidationError
 
     from apex_core.errors import ApexUserError
-    from apex_core.pipeline.config import RunConfig
 
     try:
-        return RunConfig(**settings)
+        return RunConfig(**settings_from(RunConfig, settings))
     except ValidationError as error:
         first = error.errors()[0]
-        raise ApexUserError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
+        where = option_name(str(first["loc"][0]))
+        raise ApexUserError(f"{where}: {first['msg']}" + (f" (got {first['input']!r})" if first["type"] == "literal_error" else "")) from None
 
 
 def _split(value: str | None) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip()) if value else ()
 
 
-def run_command(
-    workload: Annotated[Optional[str], typer.Option("--workload", help="The workload, e.g. cpu-mini, llama-3-1-8b-instruct.")] = None,
-    kernels: Annotated[Optional[str], typer.Option(help="Kernel stacks for the workload, e.g. liger or fla.")] = None,
-    layers: Annotated[Optional[int], typer.Option(help="Decoder layers to build (default: the model's reduced default).")] = None,
-    top_k: Annotated[int, typer.Option(help="Bottleneck kernels to optimize.")] = 3,
-    kernel_types: Annotated[str, typer.Option(help="Task languages to optimize: triton, hip, python or all.")] = "all",
-    iterations: Annotated[int, typer.Option(help="Agent iterations per kernel.")] = 3,
-    max_turns: Annotated[int, typer.Option(help="Agent turns per iteration.")] = 25,
-    score_threshold: Annotated[float, typer.Option(help="A kernel score that ends a kernel's iterations early.")] = 300.0,
-    agent: Annotated[str, typer.Option(help="Agent backend: replay (offline, no login), claude, codex or cursor.")] = "replay",
-    agent_model: Annotated[Optional[str], typer.Option(help="The agent's model.")] = None,
-    agent_model_simple: Annotated[Optional[str], typer.Option(help="Model for difficulty-1 tasks.")] = None,
-    agent_model_complex: Annotated[Optional[str], typer.Option(help="Model for difficulty-3 tasks.")] = None,
-    replay_from: Annotated[Optional[Path], typer.Option(help="Replay agent: trajectories to replay instead of our solutions.")] = None,
-    parallel_kernels: Annotated[int, typer.Option(help="Kernels optimized at once (one grading per GPU at a time).")] = 1,
-    executor: ExecutorOption = "local",
-    ray_address: RayAddressOption = None,
-    runs: Annotated[int, typer.Option(help="Benchmark runs.")] = 5,
-    final_pairs: Annotated[Optional[int], typer.Option(help="Final-benchmark pairs (default: --runs, at least 6, the fewest for a distribution-free 95% interval).")] = None,
-    cache_hours: Annotated[float, typer.Option(help="Reuse a benchmark of the same workload and environment this recent.")] = 0.0,
-    min_speedup: Annotated[float, typer.Option(help="Credited speedup a winner needs to be integrated.")] = 1.05,
-    leaderboard: Annotated[bool, typer.Option("--leaderboard/--no-leaderboard", help="Add the run's kernels to the leaderboard.")] = True,
-    gpu: Annotated[Optional[str], typer.Option(help="Target architecture for the prompts (default: this machine's).")] = None,
+def _run_options(
     results_dir: ResultsOption = Path("results"),
     resume: Annotated[Optional[str], typer.Option(help="Go on with a run: its folder, or 'latest'.")] = None,
     stage: Annotated[Optional[str], typer.Option(help="Run only these stages (comma-separated), again if done.")] = None,
     as_json: JsonOption = False,
 ) -> None:
+    """``apex run``'s own options, beside the run's settings."""
+
+
+@with_parameters(options_from(RunConfig, RUN_SETTINGS, defaults={"workload": None}) + parameters_of(_run_options))
+def run_command(**options: Any) -> None:
     """The whole pipeline: benchmark, identify, optimize, grade, integrate, benchmark-final, score, report.
 
-    State is kept in results/runs/<run-id>/state.json: --resume goes on where a run stopped."""
+    State is kept in results/runs/<run-id>/state.json: --resume goes on where a run stopped.
+
+    Examples: apex run --workload cpu-mini;  apex run --workload llama-3-1-8b-instruct --kernels liger --languages triton
+    --agent claude;  apex run --resume latest"""
     from apex_core.errors import ApexUserError
     from apex_core.pipeline.runner import run_pipeline
     from apex_core.pipeline.state import latest_run
 
+    results_dir, resume, stage, as_json = (options.pop(name) for name in ("results_dir", "resume", "stage", "as_json"))
     config = None
     resume_dir = None
     if resume is not None:
-        resume_dir = latest_run(results_dir, workload).folder if resume == "latest" else Path(resume)
+        resume_dir = latest_run(results_dir, options["workload"]).folder if resume == "latest" else Path(resume)
     else:
-        if workload is None:
+        if options["workload"] is None:
             raise ApexUserError("give --workload ID (e.g. cpu-mini) to start a run, or --resume RUN_DIR|latest")
-        config = _run_config(workload=workload, kernels=_split(kernels), layers=layers, top_k=top_k,
-                             kernel_types=_split(kernel_types), iterations=iterations, max_turns=max_turns,
-                             score_threshold=score_threshold, agent=agent, agent_model=agent_model,
-                             agent_model_simple=agent_model_simple, agent_model_complex=agent_model_complex,
-                             replay_from=str(replay_from) if replay_from else None, parallel_kernels=parallel_kernels,
-                             executor=executor, ray_address=ray_address, runs=runs, final_pairs=final_pairs, cache_hours=cache_hours, min_speedup=min_speedup, leaderboard=leaderboard, gpu=gpu)
+        config = _run_config(**options)
     from apex_core.cli.live_run import live_run
 
     with live_run("run") as (progress, on_save):
@@ -247,28 +238,25 @@ def knowledge_command(
         console.print(f"{p.graded_on}  {p.outcome.value}  {figures}  " + "  ".join(e for e in extra if e), highlight=False)
 
 
-def optimize_kernel_command(
+def _kernel_options(
     task: Annotated[str, typer.Option("--task", help="The task to optimize (apex tasks list; apex tasks new makes one for any kernel).")],
-    iterations: Annotated[int, typer.Option(help="Agent iterations.")] = 3,
-    max_turns: Annotated[int, typer.Option(help="Agent turns per iteration.")] = 25,
-    score_threshold: Annotated[float, typer.Option(help="A score that ends the iterations early.")] = 300.0,
-    agent: Annotated[str, typer.Option(help="Agent backend: replay, claude, codex or cursor.")] = "replay",
-    agent_model: Annotated[Optional[str], typer.Option(help="The agent's model.")] = None,
-    replay_from: Annotated[Optional[Path], typer.Option(help="Replay agent: trajectories to replay.")] = None,
-    gpu: Annotated[Optional[str], typer.Option(help="Target architecture for the prompts (default: this machine's).")] = None,
-    leaderboard: Annotated[bool, typer.Option("--leaderboard/--no-leaderboard", help="Add the result to the leaderboard.")] = True,
-    executor: ExecutorOption = "local",
-    ray_address: RayAddressOption = None,
     results_dir: ResultsOption = Path("results"),
     as_json: JsonOption = False,
 ) -> None:
-    """The agent loop on one task, without a workload: iterations, a fresh grading of the best solution, score, report."""
+    """``apex optimize-kernel``'s own options, beside the agent loop's settings."""
+
+
+@with_parameters(parameters_of(_kernel_options)[:1] + options_from(RunConfig, KERNEL_SETTINGS) + parameters_of(_kernel_options)[1:])
+def optimize_kernel_command(**options: Any) -> None:
+    """The agent loop on one task, without a workload: iterations, a fresh grading of the best solution, score, report.
+
+    Examples: apex optimize-kernel --task cpu-mini__rms_norm;  apex optimize-kernel --task cpu-mini__rms_norm --agent codex
+    --iterations 5"""
     from apex_core.cli.live_run import live_run
     from apex_core.pipeline.runner import run_pipeline
 
-    config = _run_config(workload=task, tasks=(task,), iterations=iterations, max_turns=max_turns, score_threshold=score_threshold,
-                         agent=agent, agent_model=agent_model, replay_from=str(replay_from) if replay_from else None,
-                         gpu=gpu, leaderboard=leaderboard, executor=executor, ray_address=ray_address)
+    task, results_dir, as_json = (options.pop(name) for name in ("task", "results_dir", "as_json"))
+    config = _run_config(workload=task, tasks=(task,), **options)
     with live_run("optimize-kernel") as (progress, on_save):
         state = run_pipeline(config, results_dir, progress=progress, on_save=on_save)
     _show(state, as_json)

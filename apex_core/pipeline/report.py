@@ -116,7 +116,7 @@ def _run(state: RunState) -> Section:
               + (f", {config.layers} layers" if config.layers else "")),
              ("Agent", f"{config.agent}; models: {models or 'the agent default'}"
               + (f"; used: {', '.join(used)}" if used else "")),
-             ("Asked for", f"top {config.top_k} kernels ({', '.join(config.kernel_types)}), {config.iterations} iterations "
+             ("Asked for", f"top {config.top_k} kernels ({', '.join(config.languages)}), {config.iterations} iterations "
                            f"each, score threshold {config.score_threshold:g}, {config.runs} benchmark runs"),
              ("Elapsed", f"{_duration(total)} over all stages"), ("Folder", Code(state.results_dir))]
     return Section("Run", [facts, Table(["Stage", "Status", "Elapsed", "Summary or error"], rows)])

@@ -73,7 +73,7 @@ def identify_stage(state: RunState, progress: Progress | None) -> str:
                                   progress=lambda f, m: report(0.5 * f, m))
     found = identify_run(run_dir, top_k=None, progress=lambda f, m: report(0.5 + 0.5 * f, m))
     state.identify_file = str(run_dir / "identify.json")
-    languages = set(state.config.kernel_types)
+    languages = set(state.config.languages)
     stacks = workload_spec(state).kernels
     chosen: list[KernelRecord] = []
     skipped: list[str] = []

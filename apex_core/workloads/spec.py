@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -19,7 +19,8 @@ from apex_core.errors import ApexUserError, UnknownNameError, nearest
 from apex_core.models import get_model
 
 Stack = Literal["transformers", "vllm", "sglang"]
-KERNEL_STACKS = ("liger", "fla")
+KernelStack = Literal["liger", "fla"]
+KERNEL_STACKS: tuple[str, ...] = get_args(KernelStack)
 """Kernel stacks from PyPI that put Triton code into site-packages (``--kernels liger,fla``)."""
 DTYPES = ("auto", "bfloat16", "float16", "float32")
 KvCache = Literal["static", "dynamic"]

@@ -86,7 +86,7 @@ def test_a_plain_words_request_runs_the_whole_pipeline_through_codex_and_mcp(npm
     items = [e["item"] for e in events if e["type"] == "item.completed"]
     calls = [i for i in items if i["type"] == "mcp_tool_call"]
     assert [(c["server"], c["tool"], c["status"]) for c in calls] == [("apex-pipeline", "run_pipeline", "completed")], calls
-    assert calls[0]["arguments"]["kernel_types"] == ["python"] and calls[0]["arguments"]["top_k"] == 1
+    assert calls[0]["arguments"]["languages"] == ["python"] and calls[0]["arguments"]["top_k"] == 1
     reply = json.loads(calls[0]["result"]["content"][0]["text"])
     assert [s["status"] for s in reply["stages"]] == ["done"] * 8, reply["stages"]
     folder = Path(reply["results_dir"])

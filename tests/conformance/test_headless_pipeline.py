@@ -53,7 +53,7 @@ def test_the_claude_backend_prompt_runs_an_inner_claude_code_that_writes_the_ker
     calls = [b for e in events if e["type"] == "assistant" for b in e["message"]["content"] if b["type"] == "tool_use"]
     assert [c["name"] for c in calls] == [TOOL]
     settings = calls[0]["input"]
-    assert (settings["kernel_types"], settings["top_k"], settings["iterations"], settings["max_turns"], settings["agent"],
+    assert (settings["languages"], settings["top_k"], settings["iterations"], settings["max_turns"], settings["agent"],
             settings["leaderboard"]) == (["python"], 1, 1, 5, "claude", True)
     result = next(b for e in events if e["type"] == "user" for b in e["message"]["content"]
                   if isinstance(b, dict) and b.get("type") == "tool_result")

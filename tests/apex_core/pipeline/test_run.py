@@ -120,8 +120,8 @@ def test_the_same_failure_twice_stops_the_loop(tmp_path):
 
 
 def test_bad_settings_and_unknown_runs_are_one_line_errors(apex_cli, tmp_path):
-    wrong = apex_cli("run", "--workload", "cpu-mini", "--kernel-types", "cobol", "--results-dir", str(tmp_path))
-    assert wrong.returncode == 2 and "kernel type 'cobol'" in wrong.stderr and len(wrong.stderr.strip().splitlines()) == 1
+    wrong = apex_cli("run", "--workload", "cpu-mini", "--languages", "cobol", "--results-dir", str(tmp_path))
+    assert wrong.returncode == 2 and "--languages: Input should be 'triton', 'hip', 'python' or 'all' (got 'cobol')" in wrong.stderr and len(wrong.stderr.strip().splitlines()) == 1
     unknown = apex_cli("run", "--workload", "no-such-model", "--results-dir", str(tmp_path))
     assert unknown.returncode == 2 and "no-such-model" in unknown.stderr and not (tmp_path / "runs").exists()
     nothing = apex_cli("run", "--resume", "latest", "--results-dir", str(tmp_path))

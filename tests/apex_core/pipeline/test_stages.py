@@ -42,7 +42,7 @@ def gpt_oss_profile(monkeypatch, tmp_path):
 
 
 def test_identify_picks_the_top_kernels_that_could_be_integrated_and_names_the_rest_once(gpt_oss_profile, tmp_path):
-    state = new_run(RunConfig(workload="gpt-oss-20b", kernel_types=("triton",), top_k=3), tmp_path / "results")
+    state = new_run(RunConfig(workload="gpt-oss-20b", languages=("triton",), top_k=3), tmp_path / "results")
     summary = stages.identify_stage(state, None)
     assert [k.task_id for k in state.kernels] == ["gpt-oss-20b__swiglu_clamped", "gpt-oss-20b__moe_router",
                                                  "gpt-oss-20b__rms_norm"]
@@ -53,7 +53,7 @@ def test_identify_picks_the_top_kernels_that_could_be_integrated_and_names_the_r
 
 
 def test_kernels_of_other_languages_are_left_out_before_any_patch_point_is_looked_for(gpt_oss_profile, tmp_path):
-    state = new_run(RunConfig(workload="gpt-oss-20b", kernel_types=("hip",), top_k=3), tmp_path / "results")
+    state = new_run(RunConfig(workload="gpt-oss-20b", languages=("hip",), top_k=3), tmp_path / "results")
     with pytest.raises(stages.Skip, match=r"none of the 8 profiled kernels .*gpt-oss-20b__rms_norm \(triton\)"):
         stages.identify_stage(state, None)
     assert Path(state.identify_file).name == "identify.json"
