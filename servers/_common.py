@@ -3,8 +3,6 @@ logging, and error translation."""
 
 from __future__ import annotations
 
-import functools
-import inspect
 import logging
 import os
 import sys
@@ -17,7 +15,9 @@ os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
 
 import mcp_types  # noqa: E402
 from fastmcp import FastMCP  # noqa: E402
-from fastmcp.exceptions import ToolError  # noqa: E402
+from fastmcp.exceptions import FastMCPError, ToolError  # noqa: E402
+from fastmcp.server.middleware import CallNext, MiddlewareContext  # noqa: E402
+from fastmcp.server.middleware import Middleware as FastMCPMiddleware  # noqa: E402
 from starlette.middleware import Middleware  # noqa: E402
 
 from apex_core.errors import ApexUserError  # noqa: E402
@@ -25,7 +25,6 @@ from apex_core.progress import Progress  # noqa: E402
 from servers._guard import HTTPMessageGuard, message_limit  # noqa: E402
 from servers._stdio import guarded_stdio  # noqa: E402
 
-F = TypeVar("F", bound=Callable[..., Any])
 log = logging.getLogger("servers")
 
 
@@ -99,12 +98,14 @@ async def in_thread_with_progress(ctx: Any, work: Callable[[Progress], T]) -> T:
 
 
 def create_server(name: str, instructions: str) -> FastMCP:
-    """A FastMCP server that logs to stderr and hides the details of unexpected exceptions."""
+    """A FastMCP server that logs to stderr and turns every tool's failure into an error the model
+    can act on (``ToolErrorsForTheModel``), set up once here rather than on each tool."""
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    return ApexServer(name, instructions=instructions, mask_error_details=True)
+    logging.getLogger("fastmcp.server.server").addFilter(_no_traceback_for_user_errors)
+    return ApexServer(name, instructions=instructions, mask_error_details=True, middleware=[ToolErrorsForTheModel()])
 
 
-def _as_tool_error(name: str, error: Exception) -> ToolError:
+def _as_tool_error(name: str, error: BaseException) -> ToolError:
     """What the model reads when a tool fails: the user's mistake as worded, or one line naming
     a fault of Apex's (its traceback goes to the server's log on stderr)."""
     if isinstance(error, ApexUserError):
@@ -117,30 +118,25 @@ def _as_tool_error(name: str, error: Exception) -> ToolError:
     )
 
 
-def user_errors_as_tool_errors(function: F) -> F:
+class ToolErrorsForTheModel(FastMCPMiddleware):
     """Every failure of a tool as a ToolError the model can act on: an ApexUserError's message as
-    it is (what was wrong, what would work), anything else as one line saying Apex failed and why."""
-    name = function.__name__
-    if inspect.iscoroutinefunction(function):
+    it is (what was wrong, what would work), anything else as one line saying Apex failed and why.
 
-        @functools.wraps(function)
-        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return await function(*args, **kwargs)
-            except ToolError:
-                raise
-            except Exception as error:
-                raise _as_tool_error(name, error) from None
+    FastMCP (4.2) runs a tool inside the middleware chain and replaces what the tool raised by a
+    masked ``ToolError`` whose ``__cause__`` is the original; that cause is what is translated here.
+    A ToolError the tool raised itself, a mounted server's already translated one (no cause) and an
+    argument-validation error pass through unchanged."""
 
-        return async_wrapper  # type: ignore[return-value]
-
-    @functools.wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    async def on_call_tool(self, context: MiddlewareContext[Any], call_next: CallNext[Any, Any]) -> Any:
         try:
-            return function(*args, **kwargs)
-        except ToolError:
-            raise
-        except Exception as error:
-            raise _as_tool_error(name, error) from None
+            return await call_next(context)
+        except ToolError as error:
+            cause = error.__cause__
+            if cause is None or isinstance(cause, FastMCPError):
+                raise
+            raise _as_tool_error(context.message.name, cause) from None
 
-    return wrapper  # type: ignore[return-value]
+
+def _no_traceback_for_user_errors(record: logging.LogRecord) -> bool:
+    """FastMCP logs every exception of a tool with its traceback; a user's mistake is not a fault."""
+    return not (record.exc_info and isinstance(record.exc_info[1], ApexUserError))

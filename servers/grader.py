@@ -22,7 +22,7 @@ from apex_core.grader.service import MAX_STEP_TIMEOUT_S, Ranked, grade_solutions
 from apex_core.hardware.detect import DetectedDevice
 from apex_core.hardware.specs import GpuSpec
 from apex_core.hardware.target import resolve_target
-from servers._common import READ_ONLY, create_server, in_thread_with_progress, user_errors_as_tool_errors
+from servers._common import READ_ONLY, create_server, in_thread_with_progress
 
 mcp = create_server(
     "apex-grader",
@@ -143,7 +143,6 @@ Backend = Annotated[
 
 
 @mcp.tool(annotations=READ_ONLY)
-@user_errors_as_tool_errors
 async def grade_solution(
     task_id: TaskId,
     solution_path: SolutionPath,
@@ -160,7 +159,6 @@ async def grade_solution(
 
 
 @mcp.tool(annotations=READ_ONLY)
-@user_errors_as_tool_errors
 async def check_correctness(task_id: TaskId, solution_path: SolutionPath, ctx: Context, timeout_s: Timeout = 180.0) -> GradeSummary:
     """Check a solution's correctness on every test and hidden shape without timing it: the fast
     loop while iterating. Reports the first failing case with the largest error and where."""
@@ -169,7 +167,6 @@ async def check_correctness(task_id: TaskId, solution_path: SolutionPath, ctx: C
 
 
 @mcp.tool(annotations=READ_ONLY)
-@user_errors_as_tool_errors
 async def benchmark(
     task_id: TaskId, solution_path: SolutionPath, ctx: Context, timeout_s: Timeout = 180.0, backend: Backend = "apex"
 ) -> GradeSummary:
@@ -186,7 +183,6 @@ class Comparison(BaseModel):
 
 
 @mcp.tool(annotations=READ_ONLY)
-@user_errors_as_tool_errors
 async def compare(
     task_id: TaskId,
     solution_paths: Annotated[list[str], Field(min_length=1, max_length=16, description="Solution files to rank.")],
@@ -208,7 +204,6 @@ class HardwareReport(BaseModel):
 
 
 @mcp.tool(annotations=READ_ONLY)
-@user_errors_as_tool_errors
 def hardware_spec(
     gpu: Annotated[str | None, Field(min_length=2, max_length=32,
                                      description="Arch or product to describe (gfx950, mi300x, h200); default: detected, else gfx950.")] = None,

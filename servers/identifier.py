@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from apex_core.analysis import IdentifyReport, identify_run, latest_run
 from apex_core.sources import build_index
-from servers._common import READ_ONLY, create_server, in_thread_with_progress, user_errors_as_tool_errors
+from servers._common import READ_ONLY, create_server, in_thread_with_progress
 from servers._paths import RESULTS_ROOT, inside_results
 
 mcp = create_server(
@@ -41,7 +41,6 @@ class KernelSource(BaseModel):
 
 
 @mcp.tool
-@user_errors_as_tool_errors
 async def identify_kernels(
     ctx: Context,
     results_dir: Annotated[str | None, Field(min_length=1, max_length=4096, description=(
@@ -62,7 +61,6 @@ async def identify_kernels(
 
 
 @mcp.tool(annotations=READ_ONLY)
-@user_errors_as_tool_errors
 async def find_kernel_source(
     name: Annotated[str, Field(min_length=2, max_length=2000, description="A kernel name as a profiler shows it (mangled or not).")],
 ) -> KernelSource:

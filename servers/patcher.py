@@ -24,7 +24,7 @@ from apex_core.patcher.final import FinalBenchmark, as_first_benchmarked, benchm
 from apex_core.patcher.gradings import require_graded
 from apex_core.patcher.integrate import IntegrationReport, integrate
 from apex_core.progress import Progress
-from servers._common import READ_ONLY, create_server, in_thread_with_progress, user_errors_as_tool_errors
+from servers._common import READ_ONLY, create_server, in_thread_with_progress
 from servers._paths import RESULTS_ROOT, inside_results
 
 mcp = create_server(
@@ -50,7 +50,6 @@ class Restored(BaseModel):
 
 
 @mcp.tool
-@user_errors_as_tool_errors
 async def apply_patch(
     ctx: Context,
     task_id: Annotated[str, Field(min_length=3, max_length=128, description="The task, e.g. cpu-mini__rms_norm.")],
@@ -70,7 +69,6 @@ async def apply_patch(
 
 
 @mcp.tool
-@user_errors_as_tool_errors
 async def integrate_winners(
     ctx: Context,
     results_dir: Annotated[str, Field(min_length=1, max_length=4096, description=(
@@ -89,7 +87,6 @@ async def integrate_winners(
 
 
 @mcp.tool(annotations=READ_ONLY)
-@user_errors_as_tool_errors
 async def patch_status() -> EnvironmentStatus:
     """What is patched in this environment (each patch's task, solution, state and replaced files), and every
     other change since the patch session began, whoever made it (new, removed, replaced or edited files, .pth
@@ -99,7 +96,6 @@ async def patch_status() -> EnvironmentStatus:
 
 
 @mcp.tool
-@user_errors_as_tool_errors
 async def restore_patches() -> Restored:
     """Undo every patch and every other change since the patch session began: patched files put back byte for
     byte and checked against their recorded sha256, new files removed, replaced ones brought back; what cannot be
@@ -110,7 +106,6 @@ async def restore_patches() -> Restored:
 
 
 @mcp.tool
-@user_errors_as_tool_errors
 async def check_accuracy(
     ctx: Context,
     workload: Annotated[str, Field(min_length=2, max_length=64, description="The workload whose model is compared, e.g. cpu-mini.")],
@@ -128,7 +123,6 @@ async def check_accuracy(
 
 
 @mcp.tool
-@user_errors_as_tool_errors
 async def run_final_benchmark(
     ctx: Context,
     workload: Annotated[str, Field(min_length=2, max_length=64, description="The workload of the first benchmark, e.g. cpu-mini.")],

@@ -27,7 +27,7 @@ from apex_core.pipeline.leaderboard import LEADERBOARD_FILE, Leaderboard, Standi
 from apex_core.pipeline.runs import RunSummary, run_summaries
 from apex_core.pipeline.state import RunState, latest_run, load_run
 from apex_core.signatures import parameters_of, with_parameters
-from servers._common import READ_ONLY, create_server, log, user_errors_as_tool_errors
+from servers._common import READ_ONLY, create_server, log
 from servers._paths import RESULTS_ROOT, inside_results, run_folder
 from servers._settings import settings_of, tool_parameters
 
@@ -87,7 +87,6 @@ async def _resume_options(
 
 
 @mcp.tool
-@user_errors_as_tool_errors
 @with_parameters(parameters_of(_resume_options)[:1] + tool_parameters(RunConfig, PIPELINE_SETTINGS, rename=TOOL_NAMES)
                  + parameters_of(_resume_options)[1:], returns=RunView)
 async def run_pipeline(ctx: Context, resume_run: str | None = None, **settings: Any) -> RunView:
@@ -116,7 +115,6 @@ def _resumable(value: str) -> Path:
 
 
 @mcp.tool(annotations=READ_ONLY)
-@user_errors_as_tool_errors
 async def pipeline_status(
     run: Annotated[str | None, Field(min_length=1, max_length=4096, description=(
         "A run: its run id (list_runs) or its folder, results/runs/<run-id>; default: the newest run."))] = None,
@@ -133,7 +131,6 @@ class RunList(BaseModel):
 
 
 @mcp.tool(annotations=READ_ONLY)
-@user_errors_as_tool_errors
 async def list_runs() -> RunList:
     """The pipeline runs under results/, newest first (an empty list when there are none). Use it to find a run
     before pipeline_status or resume_run."""
@@ -153,7 +150,6 @@ class Experiments(BaseModel):
 
 
 @mcp.tool(annotations=READ_ONLY)
-@user_errors_as_tool_errors
 async def past_experiments(
     task_id: Annotated[str | None, Field(max_length=128, description="A task id, e.g. llama-3-1-8b-instruct__rms_norm; none: "
                                                                      "every task's totals.")] = None,
@@ -183,7 +179,6 @@ class LeaderboardView(BaseModel):
 
 
 @mcp.tool(annotations=READ_ONLY)
-@user_errors_as_tool_errors
 async def show_leaderboard(
     task: Annotated[str | None, Field(max_length=128, description="Only this task's rows.")] = None,
     agent: Annotated[str | None, Field(max_length=32, description="Only this agent's rows.")] = None,
@@ -197,7 +192,6 @@ async def show_leaderboard(
 
 
 @mcp.tool
-@user_errors_as_tool_errors
 async def export_rl_dataset(
     output_dir: Annotated[str, Field(min_length=1, max_length=4096, description=(
         "Folder inside results/ to write the datasets into, e.g. results/exports/rl (paths leading out of results/ are refused)."))],

@@ -19,7 +19,7 @@ from apex_core.analysis import profile_workload as run_profile
 from apex_core import workloads
 from apex_core.patcher.original import refuse_if_patched
 from apex_core.workloads import BenchmarkResult, benchmark, customize, get_workload
-from servers._common import READ_ONLY, create_server, in_thread_with_progress, user_errors_as_tool_errors
+from servers._common import READ_ONLY, create_server, in_thread_with_progress
 
 mcp = create_server(
     "apex-profiler",
@@ -56,7 +56,6 @@ class WorkloadList(BaseModel):
 
 
 @mcp.tool(annotations=READ_ONLY)
-@user_errors_as_tool_errors
 def list_workloads() -> WorkloadList:
     """The workloads this machine can run, with their model, stack, sizes and device. Use it to pick
     the workload id for benchmark_workload and profile_workload."""
@@ -68,7 +67,6 @@ def list_workloads() -> WorkloadList:
 
 
 @mcp.tool
-@user_errors_as_tool_errors
 async def benchmark_workload(
     workload: WorkloadId,
     ctx: Context,
@@ -88,7 +86,6 @@ async def benchmark_workload(
 
 
 @mcp.tool
-@user_errors_as_tool_errors
 async def profile_workload(
     workload: WorkloadId,
     ctx: Context,

@@ -23,7 +23,7 @@ from apex_core.hardware.target import resolve_target
 from apex_core.sources.explorer import CodeLines, CodeRef, GrepResult, SourceExplorer
 from apex_core.sources.grep import SEARCH_TIMEOUT_S
 from apex_core.sources.symbols import LaunchSite
-from servers._common import READ_ONLY, create_server, user_errors_as_tool_errors
+from servers._common import READ_ONLY, create_server
 
 mcp = create_server(
     "apex-source",
@@ -102,7 +102,6 @@ HardwareField = Literal[SOURCED_FIELDS]  # type: ignore[valid-type]
 
 
 @mcp.tool(annotations=READ_ONLY)
-@user_errors_as_tool_errors
 async def find_kernel(name: KernelName) -> KernelMatches:
     """Where a kernel is defined in the installed packages and checkouts, with its package version
     and launchers. Use it on a name from a profile before reading or replacing the kernel."""
@@ -115,7 +114,6 @@ async def find_kernel(name: KernelName) -> KernelMatches:
 
 
 @mcp.tool(annotations=READ_ONLY)
-@user_errors_as_tool_errors
 async def read_source(
     location: Annotated[str, Field(min_length=1, max_length=4096, description="PATH, PATH:LINE, PATH:START-END inside the indexed "
                                    "sources, or a kernel or function name (its whole definition).")],
@@ -127,7 +125,6 @@ async def read_source(
 
 
 @mcp.tool(annotations=READ_ONLY)
-@user_errors_as_tool_errors
 async def find_callers(
     name: KernelName,
     package: Package = None,
@@ -140,7 +137,6 @@ async def find_callers(
 
 
 @mcp.tool(annotations=READ_ONLY)
-@user_errors_as_tool_errors
 async def find_callees(name: KernelName) -> CodeRefs:
     """What a kernel's or Python function's body calls and launches (builtins, tl.* and torch.*
     left out). Use it to see which kernels a launcher runs and which helpers a kernel uses."""
@@ -149,7 +145,6 @@ async def find_callees(name: KernelName) -> CodeRefs:
 
 
 @mcp.tool(annotations=READ_ONLY)
-@user_errors_as_tool_errors
 async def list_launch_sites(name: KernelName) -> LaunchSites:
     """Every call that launches a kernel, with the launcher and the grid and arguments as written.
     Use it to learn the shapes, strides and meta-parameters a kernel really receives."""
@@ -158,7 +153,6 @@ async def list_launch_sites(name: KernelName) -> LaunchSites:
 
 
 @mcp.tool(annotations=READ_ONLY)
-@user_errors_as_tool_errors
 async def grep_source(
     pattern: Annotated[str, Field(min_length=1, max_length=500, description="A Python regular expression matched against each "
                                   f"line on its own, e.g. tl\\.dot\\(; a search is stopped after {SEARCH_TIMEOUT_S:g} s")],
@@ -175,7 +169,6 @@ async def grep_source(
 
 
 @mcp.tool(annotations=READ_ONLY)
-@user_errors_as_tool_errors
 async def search_docs(
     query: Annotated[str, Field(min_length=1, max_length=1000, description="What you want to know, e.g. LDS size per CU of the MI355X.")],
     k: Annotated[int, Field(ge=1, le=50, description="How many passages.")] = 5,
@@ -190,7 +183,6 @@ async def search_docs(
 
 
 @mcp.tool(annotations=READ_ONLY)
-@user_errors_as_tool_errors
 def hardware_facts(
     gpu: Annotated[str | None, Field(min_length=2, max_length=32, description="Arch or product (gfx950, mi355x, gfx942, "
                                      "mi300x, sm_90, h200); default: the detected GPU, else gfx950.")] = None,
