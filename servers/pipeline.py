@@ -64,12 +64,10 @@ def _view(state: RunState) -> RunView:
                 "final": k.final.model_dump() if k.final else None, "integrated": k.integrated,
                 "integration_note": k.integration_note} for k in state.kernels]
     stages = [StageView(name=n, status=r.status, elapsed_s=r.elapsed_s, summary=r.error or r.summary) for n, r in state.stages.items()]
-    tps = state.baseline.get("tokens_per_s")
-    reward = state.summary.get("model_reward")
     return RunView(run_id=state.run_id, results_dir=str(state.folder), config=state.config, stages=stages, kernels=kernels,
-                   baseline_tokens_per_s=float(tps) if isinstance(tps, (int, float)) else None,
-                   final={k: v for k, v in state.final.items() if k != "file"},
-                   model_reward=float(reward) if isinstance(reward, (int, float)) else None, reports=state.reports)
+                   baseline_tokens_per_s=state.baseline.tokens_per_s if state.baseline else None,
+                   final=state.final.model_dump(mode="json", exclude={"file"}) if state.final else {},
+                   model_reward=state.summary.model_reward if state.summary else None, reports=state.reports)
 
 
 PIPELINE_SETTINGS = ("workload", "kernels", "top_k", "languages", "iterations", "max_turns", "agent", "agent_model",

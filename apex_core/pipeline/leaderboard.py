@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from apex_core.errors import ApexUserError
+from apex_core.pipeline.figures import FinalFigures, ScoreSummary, TwoArmFinal
 from apex_core.pipeline.state import RunState
 
 LEADERBOARD_FILE = "leaderboard.sqlite"
@@ -85,8 +86,9 @@ class Leaderboard:
 
         target = resolve_target(state.config.gpu).arch
         final = state.final
-        arms = final.get("tokens_per_s") if isinstance(final.get("tokens_per_s"), dict) else {}
-        patched = arms.get("candidate") or final.get("patched_tokens_per_s") or []  # runs before the control arm: two arms
+        summary = state.summary or ScoreSummary()
+        patched = (final.tokens_per_s.get("candidate", []) if isinstance(final, FinalFigures)
+                   else final.patched_tokens_per_s if isinstance(final, TwoArmFinal) else [])  # two arms before the control arm
         final_tps = sorted(patched)[len(patched) // 2] if patched else None
         rows = []
         for k in state.kernels:
@@ -95,8 +97,8 @@ class Leaderboard:
             rows.append((state.run_id, k.task_id, state.created_at, state.config.workload, target, state.config.agent,
                          ",".join(models), apex_version(), k.final.outcome if k.final else None,
                          k.final.score if k.final else None, k.final.normalized_score if k.final else None,
-                         k.final.speedup if k.final else None, int(k.integrated), state.baseline.get("tokens_per_s"),
-                         final_tps, state.summary.get("final_ratio"), state.summary.get("model_reward"), len(k.iterations),
+                         k.final.speedup if k.final else None, int(k.integrated), state.baseline.tokens_per_s if state.baseline else None,
+                         final_tps, summary.final_ratio, summary.model_reward, len(k.iterations),
                          sum(turns) if turns else None, k.trajectory_id))
         with closing(sqlite3.connect(self.path, timeout=30)) as db, db:
             db.executemany(f"INSERT OR REPLACE INTO entries VALUES ({', '.join('?' * 20)})", rows)

@@ -20,8 +20,10 @@ from pathlib import Path
 
 from apex_core.grader.result import GradeResult
 from apex_core.storage import atomic_write
+from apex_core.patcher.credit import Gain
 from apex_core.patcher.final import DRIFT_THRESHOLD
 from apex_core.pipeline import report_svg as svg
+from apex_core.pipeline.figures import FinalFigures, ScoreSummary, TwoArmFinal
 from apex_core.pipeline.grading_facts import error_class
 from apex_core.pipeline.state import KernelRecord, RunState
 
@@ -123,16 +125,16 @@ def _run(state: RunState) -> Section:
 
 
 def _baseline(state: RunState) -> Section:
-    tps, runs, cv = _num(state.baseline.get("tokens_per_s")), state.baseline.get("runs"), _num(state.baseline.get("cv"))
-    if tps is None:
+    baseline = state.baseline
+    if baseline is None or baseline.tokens_per_s is None:
         return Section("Baseline benchmark", [absent(state, "benchmark") or "the benchmark stage left no figures"])
-    values = [v for v in (_num(r) for r in runs) if v is not None] if isinstance(runs, list) else []
+    values = [v for v in (_num(r) for r in baseline.runs) if v is not None]
     return Section("Baseline benchmark", [[
-        ("Tokens/s", f"{tps:,.1f} (median of {len(values)} runs)"),
+        ("Tokens/s", f"{baseline.tokens_per_s:,.1f} (median of {len(values)} runs)"),
         ("Per run", ", ".join(f"{v:,.1f}" for v in values) or "–"),
-        ("CV", f"{cv:.2%}" if cv is not None else "not computed"),
-        ("Cached", "yes: an earlier benchmark was reused" if state.baseline.get("cached") else "no: measured in this run"),
-        ("File", Code(str(state.baseline.get("file", "–"))))]])
+        ("CV", f"{baseline.cv:.2%}" if baseline.cv is not None else "not computed"),
+        ("Cached", "yes: an earlier benchmark was reused" if baseline.cached else "no: measured in this run"),
+        ("File", Code(baseline.file or "–"))]])
 
 
 def _kernels(state: RunState) -> Section:
@@ -174,17 +176,16 @@ def _fresh(state: RunState, k: KernelRecord) -> list[str]:
 
 def _credit(state: RunState, k: KernelRecord) -> str:
     """The kernel's end-to-end credit (leave-one-out) from the final benchmark, with its bound."""
-    credits = state.final.get("credits") if isinstance(state.final.get("credits"), list) else []
-    credit = next((c for c in credits if isinstance(c, dict) and c.get("task_id") == k.task_id), None)
+    credits = state.final.credits if isinstance(state.final, FinalFigures) else []
+    credit = next((c for c in credits if c.task_id == k.task_id), None)
     if credit is None:
         return "–" if not k.integrated else (absent(state, "benchmark-final") or "not measured")
-    gain = credit.get("gain") if isinstance(credit.get("gain"), dict) else {}
-    median, interval, bound = _num(gain.get("median")), _floats(gain.get("interval")), _num(credit.get("bound"))
+    median, interval, bound = _num(credit.gain.median), _floats(list(credit.gain.interval)), _num(credit.bound)
     if median is None:
         return "not measured"
     text = f"{median:.3f}x" + (f" ({interval[0]:.3f}-{interval[1]:.3f}x)" if len(interval) == 2 else "")
     text += f"; bound {bound:.3f}x" if bound is not None else "; no profiled share"
-    return text + ("; IMPLAUSIBLE, not credited" if credit.get("implausible") else "")
+    return text + ("; IMPLAUSIBLE, not credited" if credit.implausible else "")
 
 
 def _integrated(state: RunState, k: KernelRecord) -> str:
@@ -282,31 +283,26 @@ def _accuracy(state: RunState) -> Section:
 
 def _final(state: RunState) -> Section:
     final, title = state.final, "Final benchmark (original, control, candidate)"
-    if "kernel_gain" not in final:
+    if not isinstance(final, FinalFigures):
         return _final_two_arms(state)
-    arms = final.get("tokens_per_s") if isinstance(final.get("tokens_per_s"), dict) else {}
-    kernel = final.get("kernel_gain") if isinstance(final.get("kernel_gain"), dict) else {}
-    integration = final.get("integration_gain") if isinstance(final.get("integration_gain"), dict) else {}
-    drift, cv, agreement = _num(final.get("drift")), _num(final.get("original_cv")), _num(final.get("token_agreement"))
-    excluded = final.get("excluded") if isinstance(final.get("excluded"), list) else []
-    flags = [str(f) for f in final.get("flags", [])] if isinstance(final.get("flags"), list) else []
+    arms, kernel = final.tokens_per_s, final.kernel_gain
+    drift, cv, agreement = _num(final.drift), _num(final.original_cv), _num(final.token_agreement)
     facts = [("Kernel gain (candidate / control, credited)", _gain_text(kernel)),
              ("Integration gain (control / original, the adapters with the task baselines; never credited)",
-              _gain_text(integration)),
-             ("Amdahl bound of the winners", f"{_num(final.get('bound')):.3f}x" if _num(final.get("bound")) is not None
+              _gain_text(final.integration_gain)),
+             ("Amdahl bound of the winners", f"{final.bound:.3f}x" if _num(final.bound) is not None
               else "none: no profiled share of device time"),
-             ("Flags", "; ".join(flags) or "none"),
-             ("Throughput credited", "yes" if final.get("credited") else "no"),
+             ("Flags", "; ".join(final.flags) or "none"),
+             ("Throughput credited", "yes" if final.credited else "no"),
              ("Token agreement", f"{agreement:.1%} (the candidate's greedy tokens in common prefix with the control's)"
               if agreement is not None else "not measured"),
              ("Original's CV over the rounds", f"{cv:.2%}" if cv is not None else "–"),
              ("Drift", "not measured" if drift is None else f"{drift:+.1%} (original tokens/s after the rounds over before)"
               + (f", beyond {DRIFT_THRESHOLD:.0%}: the machine changed while it was measured" if abs(drift) > DRIFT_THRESHOLD else "")),
-             ("Excluded winners", "; ".join(f"{e.get('task_id', '?')}: {e.get('reason', '')}" for e in excluded
-                                            if isinstance(e, dict)) or "none"),
-             ("Verdict", str(final.get("verdict", "–"))), ("File", Code(str(final.get("file", "–"))))]
-    names = [str(n) for n in arms]
-    rounds = max((len(v) for v in arms.values() if isinstance(v, list)), default=0)
+             ("Excluded winners", "; ".join(f"{e.get('task_id', '?')}: {e.get('reason', '')}" for e in final.excluded) or "none"),
+             ("Verdict", final.verdict or "–"), ("File", Code(final.file or "–"))]
+    names = list(arms)
+    rounds = max((len(v) for v in arms.values()), default=0)
     table = Table(["Round", *[f"{n} tokens/s" for n in names]],
                   [[str(i + 1), *[f"{_floats(arms[n])[i]:,.1f}" if i < len(_floats(arms[n])) else "–" for n in names]]
                    for i in range(rounds)], "Tokens/s of each arm, round by round (every arm on the same request seed)")
@@ -319,28 +315,28 @@ def _final(state: RunState) -> Section:
     return Section(title, [facts, table, plot])
 
 
-def _gain_text(gain: dict) -> str:
-    median, interval = _num(gain.get("median")), _floats(gain.get("interval"))
+def _gain_text(gain: Gain) -> str:
+    median, (low, high) = _num(gain.median), gain.interval
     if median is None:
         return "not measured"
-    spread = f"95% interval {interval[0]:.3f}-{interval[1]:.3f}x, {gain.get('interval_method', '?')}" if len(interval) == 2 else "no interval"
-    return f"{median:.3f}x ({spread}; " + ("significant)" if gain.get("significant") else "not significant: includes 1.0)")
+    spread = f"95% interval {low:.3f}-{high:.3f}x, {gain.interval_method}"
+    return f"{median:.3f}x ({spread}; " + ("significant)" if gain.significant else "not significant: includes 1.0)")
 
 
 def _final_two_arms(state: RunState) -> Section:
     """A run from before the control arm (2026-12-03): original against patched only."""
     final, title = state.final, "Final benchmark (original vs patched; before the control arm)"
-    ratio, interval = _num(final.get("median_ratio")), final.get("interval")
-    if ratio is None:
+    ratio = _num(final.median_ratio) if isinstance(final, TwoArmFinal) else None
+    if not isinstance(final, TwoArmFinal) or ratio is None:
         why = absent(state, "benchmark-final") or "the benchmark-final stage left no figures"
         return Section(title, [why, svg.no_data("Tokens/s before and after", why)])
-    originals, patcheds = (_floats(final.get(key)) for key in ("original_tokens_per_s", "patched_tokens_per_s"))
-    low, high = (_floats(interval) + [math.nan, math.nan])[:2]
-    method = str(final.get("interval_method") or "bootstrap of the median")  # runs before 2026-12-02 recorded none
+    originals, patcheds = _floats(final.original_tokens_per_s), _floats(final.patched_tokens_per_s)
+    low, high = (_floats(list(final.interval or ())) + [math.nan, math.nan])[:2]
+    method = final.interval_method or "bootstrap of the median"  # runs before 2026-12-02 recorded none
     spread = f"95% interval {low:.3f}-{high:.3f}x, {method}" if math.isfinite(low + high) else "no interval recorded"
     facts = [("Median ratio", f"{ratio:.3f}x ({spread}); it includes what the patch adapters do by themselves"),
-             ("Significant", "yes: the interval excludes 1.0" if final.get("significant") else "no: the interval includes 1.0"),
-             ("Verdict", str(final.get("verdict", "–"))), ("File", Code(str(final.get("file", "–"))))]
+             ("Significant", "yes: the interval excludes 1.0" if final.significant else "no: the interval includes 1.0"),
+             ("Verdict", final.verdict or "–"), ("File", Code(final.file or "–"))]
     table = Table(["Pair", "Original tokens/s", "Patched tokens/s", "Ratio"],
                   [[str(n), f"{a:,.1f}", f"{b:,.1f}", f"{b / a:.3f}x" if a else "–"]
                    for n, (a, b) in enumerate(zip(originals, patcheds), 1)])
@@ -348,18 +344,18 @@ def _final_two_arms(state: RunState) -> Section:
 
 
 def _reward(state: RunState) -> Section:
-    reward, kernel_score = _num(state.summary.get("model_reward")), _num(state.summary.get("kernel_score"))
-    ratio = _num(state.summary.get("final_ratio"))
+    summary = state.summary or ScoreSummary()
+    reward, kernel_score, ratio = _num(summary.model_reward), _num(summary.kernel_score), _num(summary.final_ratio)
     formula = "0.7 x kernel score + 0.3 x clip(kernel gain - 1, -0.5, 1.0); the integration gain is never credited"
     if reward is not None:
-        credited = state.summary.get("throughput_credited", True)
+        credited = summary.throughput_credited
         gain = "–" if ratio is None else f"{ratio:.3f}x" + ("" if credited else " (not credited: flagged or unbounded)")
         return Section("Model reward", [[("Model reward", f"{reward:.3f}"), ("Kernel score", f"{kernel_score:.3f} (mean normalized "
                        "score of the integrated kernels)" if kernel_score is not None else "–"),
                        ("Kernel gain", gain), ("Formula", formula)]])
     score = state.stages["score"]
     why = absent(state, "score") or f"none: {score.summary}"
-    from_final = _num(state.final.get("model_reward"))
+    from_final = _num(state.final.model_reward) if state.final is not None else None
     if from_final is not None:
         why += f"; benchmark-final reported {from_final:.3f} from the patches' gradings ({formula})"
     return Section("Model reward", [why])

@@ -51,11 +51,11 @@ def summarize(state: RunState, running_run: str | None) -> RunSummary:
     else:
         status = "done" if len(done) == len(stages) else "started"
     now = marked or failed
-    reward = state.summary.get("model_reward")
+    reward = state.summary.model_reward if state.summary else None
     return RunSummary(run_id=state.run_id, results_dir=str(state.folder), workload=state.config.workload,
                       agent=state.config.agent, created_at=state.created_at, status=status, stages_done=done,
                       stage_now=now, error=stages[now].error if now else "",
-                      model_reward=float(reward) if isinstance(reward, (int, float)) else None)
+                      model_reward=reward)
 
 
 def run_summaries(results_root: Path, unreadable: list[str] | None = None) -> list[RunSummary]:

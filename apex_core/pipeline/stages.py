@@ -24,6 +24,7 @@ from apex_core.hardware.target import resolve_target
 from apex_core.pipeline.knowledge import KnowledgeBase
 from apex_core.pipeline.optimize import grade_with_retries, optimize_kernel, summarize
 from apex_core.pipeline.config import RunConfig
+from apex_core.pipeline.figures import BaselineFigures, FinalFigures, KernelOutcome, ScoreSummary
 from apex_core.pipeline.state import KernelRecord, RunState
 from apex_core.progress import Progress, reporter
 from apex_core.score import model_reward
@@ -54,9 +55,9 @@ def benchmark_stage(state: RunState, progress: Progress | None) -> str:
     refuse_if_patched("the run's first benchmark")
     result = benchmark(workload_spec(state), state.config.runs, cache_hours=state.config.cache_hours,
                        results_dir=state.folder / BENCHMARK_DIR, progress=progress)
-    state.baseline = {"tokens_per_s": result.tokens_per_s, "cv": result.cv, "runs": [r.tokens_per_s for r in result.runs],
-                      "cached": result.cached, "file": str(Path(result.results_dir) / "benchmark.json"),
-                      "workload": result.workload.model_dump(mode="json")}
+    state.baseline = BaselineFigures(tokens_per_s=result.tokens_per_s, cv=result.cv, runs=[r.tokens_per_s for r in result.runs],
+                                     cached=result.cached, file=str(Path(result.results_dir) / "benchmark.json"),
+                                     workload=result.workload.model_dump(mode="json"))
     cv = f", CV {result.cv:.1%}" if result.cv is not None else ""
     return f"{result.tokens_per_s:,.0f} tokens/s over {len(result.runs)} runs{cv}"
 
@@ -266,7 +267,8 @@ def benchmark_final_stage(state: RunState, progress: Progress | None) -> str:
     for record in state.kernels:  # a task may stand for several profiled kernels: their shares add up
         shares[record.task_id] = shares.get(record.task_id, 0.0) + record.device_time_share
     result = benchmark_final(spec, runs, state.folder, shares=shares, progress=progress)
-    state.final = {**result.model_dump(mode="json", exclude={"workload"}), "file": str(Path(result.results_dir) / "final.json")}
+    state.final = FinalFigures.model_validate({**result.model_dump(exclude={"workload"}),
+                                              "file": str(Path(result.results_dir) / "final.json")})
     return result.verdict
 
 
@@ -274,24 +276,24 @@ def score_stage(state: RunState, progress: Progress | None) -> str:
     graded = [k for k in state.kernels if k.final]
     integrated = [k for k in graded if k.integrated]
     kernel_score = statistics.fmean(k.final.normalized_score for k in integrated) if integrated else None  # type: ignore[union-attr]
-    kernel_gain = state.final.get("kernel_gain") if isinstance(state.final.get("kernel_gain"), dict) else {}
-    ratio = kernel_gain.get("median")
-    credited = bool(state.final.get("credited"))
+    final = state.final if isinstance(state.final, FinalFigures) else None
+    ratio = final.kernel_gain.median if final else None
+    credited = bool(final and final.credited)
     # as the final benchmark decides it: credited, and told apart from noise (credit_rounds says why)
-    rewarded = float(ratio) if credited and ratio is not None and kernel_gain.get("significant") else None
+    rewarded = ratio if final and credited and final.kernel_gain.significant else None
     reward = model_reward(kernel_score, rewarded) if kernel_score is not None and ratio is not None else None
-    integration = state.final.get("integration_gain") if isinstance(state.final.get("integration_gain"), dict) else {}
-    state.summary = {
-        "workload": state.config.workload, "agent": state.config.agent, "baseline_tokens_per_s": state.baseline.get("tokens_per_s"),
-        "final_ratio": ratio, "final_interval": kernel_gain.get("interval"), "significant": kernel_gain.get("significant"),
-        "integration_gain": integration.get("median"), "throughput_credited": credited, "flags": state.final.get("flags", []),
-        "kernel_score": kernel_score, "model_reward": reward,
-        "kernels": [{"task_id": k.task_id, "iterations": len(k.iterations), "best_iteration": k.best_iteration,
-                     "outcome": k.final.outcome if k.final else None, "speedup": k.final.speedup if k.final else None,
-                     "score": k.final.score if k.final else None, "integrated": k.integrated,
-                     "trajectory_id": k.trajectory_id} for k in state.kernels],
-    }
-    (state.folder / SUMMARY_FILE).write_text(json.dumps(state.summary, indent=2) + "\n", encoding="utf-8")
+    state.summary = ScoreSummary(
+        workload=state.config.workload, agent=state.config.agent,
+        baseline_tokens_per_s=state.baseline.tokens_per_s if state.baseline else None,
+        final_ratio=ratio, final_interval=final.kernel_gain.interval if final else None,
+        significant=final.kernel_gain.significant if final else None,
+        integration_gain=final.integration_gain.median if final else None, throughput_credited=credited,
+        flags=final.flags if final else [], kernel_score=kernel_score, model_reward=reward,
+        kernels=[KernelOutcome(task_id=k.task_id, iterations=len(k.iterations), best_iteration=k.best_iteration,
+                               outcome=k.final.outcome if k.final else None, speedup=k.final.speedup if k.final else None,
+                               score=k.final.score if k.final else None, integrated=k.integrated,
+                               trajectory_id=k.trajectory_id) for k in state.kernels])
+    (state.folder / SUMMARY_FILE).write_text(state.summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
     if state.config.leaderboard:
         from apex_core.pipeline.leaderboard import Leaderboard
 

@@ -20,12 +20,13 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Literal
 
-from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from apex_core.agents.base import AgentRun
 from apex_core.errors import ApexUserError
 from apex_core.storage import atomic_write
 from apex_core.pipeline.config import RunConfig
+from apex_core.pipeline.figures import BaselineFigures, FinalRecord, ScoreSummary
 
 STAGES = ("benchmark", "identify", "optimize", "grade", "integrate", "benchmark-final", "score", "report")
 STATE_FILE = "state.json"
@@ -97,17 +98,19 @@ class KernelRecord(BaseModel):
 
 
 class RunState(BaseModel):
+    model_config = ConfigDict(validate_assignment=True)
+
     run_id: str
     created_at: str
     results_dir: str
     config: RunConfig
     stages: dict[str, StageRecord] = Field(default_factory=lambda: {name: StageRecord() for name in STAGES})
-    baseline: dict[str, object] = Field(default_factory=dict, description="the benchmark stage's figures and file")
+    baseline: BaselineFigures | None = Field(default=None, description="the benchmark stage's figures and file")
     identify_file: str | None = None
     kernels: list[KernelRecord] = Field(default_factory=list)
     accuracy: dict[str, object] = Field(default_factory=dict, description="the accuracy gate's figures and file (integrate stage)")
-    final: dict[str, object] = Field(default_factory=dict, description="the benchmark-final stage's figures and file")
-    summary: dict[str, object] = Field(default_factory=dict, description="the score stage's results")
+    final: FinalRecord | None = Field(default=None, description="the benchmark-final stage's figures and file")
+    summary: ScoreSummary | None = Field(default=None, description="the score stage's results")
     reports: list[str] = Field(default_factory=list)
     _on_save: Callable[[RunState], None] | None = PrivateAttr(default=None)
     """Told after every save (the CLI's live table); never part of the state file."""
@@ -117,6 +120,11 @@ class RunState(BaseModel):
     stage's patches stay for the stages run after it. Set by the runner; never in the state file."""
 
     _plain_run_id = field_validator("run_id")(_plain_name)
+
+    @field_validator("baseline", "final", "summary", mode="before")
+    @classmethod
+    def _not_yet(cls, value: object) -> object:
+        return None if value == {} else value  # state files before 2026-12-05 wrote {} for a stage not yet run
 
     @property
     def folder(self) -> Path:
@@ -203,8 +211,8 @@ def _placed(state: RunState, folder: Path, path: Path) -> RunState:
     state.results_dir = str(folder)
     state.identify_file = placed(state.identify_file, "identify_file")
     for figures, name in ((state.baseline, "baseline"), (state.final, "final")):
-        if "file" in figures:
-            figures["file"] = placed(figures["file"], f"{name}.file")  # type: ignore[arg-type]
+        if figures is not None:
+            figures.file = placed(figures.file, f"{name}.file")
     state.reports = [placed(report, f"reports[{i}]") or report for i, report in enumerate(state.reports)]
     for k, kernel in enumerate(state.kernels):
         where = f"kernels[{k}]"

@@ -156,7 +156,9 @@ def realistic_state(tmp_path: Path) -> RunState:
 
 
 def gain(median: float, low: float, high: float, significant: bool) -> dict:
-    return {"median": median, "interval": [low, high], "interval_method": "order statistics", "significant": significant}
+    ratios = [low, low, median, median, high, high]
+    return {"ratios": ratios, "median": median, "interval": [low, high], "interval_method": "order statistics",
+            "interval_confidence": 0.969, "significant": significant}
 
 
 def three_arm_final(folder: Path) -> dict:
@@ -170,6 +172,13 @@ def three_arm_final(folder: Path) -> dict:
                          "gain": gain(1.0304, 1.0291, 1.0314, True), "implausible": False}],
             "bound": 1.3197, "token_agreement": 0.97, "flags": [], "credited": True, "original_cv": 0.0033, "drift": 0.0041,
             "excluded": [], "verdict": "kernel gain 1.030x (95% interval 1.029-1.031x, 6 rounds, significant)",
+            "run_id": "final-20250301-a1b2", "runs": 6, "drift_flagged": False, "confined": True, "graph_fallbacks": {},
+            "patches": [{"task_id": "llama__rms_norm", "solution": str(folder / "output" / "llama__rms_norm" / "solution_best.py"),
+                         "point": "liger.rms_norm", "sha256": "0" * 64}],
+            "control": [{"task_id": "llama__rms_norm", "solution": "apex_core/kernels/rms_norm/baseline_triton.py",
+                         "point": "liger.rms_norm", "sha256": "1" * 64}],
+            "kernel_score": 1.0, "throughput_term": 0.0304, "reward_note": "kernel score 1.000, kernel gain 1.030x credited",
+            "results_dir": str(folder / "final"), "created_at": "2025-03-01T10:40:00+00:00",
             "model_reward": 0.7091, "file": str(folder / "final" / "final.json")}
 
 

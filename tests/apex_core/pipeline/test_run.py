@@ -84,7 +84,7 @@ def test_a_run_stopped_in_benchmark_final_integrates_again_on_resume_and_measure
     first.save()
     resumed = run_pipeline(None, tmp_path, resume=first.folder)
     assert resumed.stages["integrate"].status == "done" and resumed.kernel(TASK).integrated
-    assert resumed.stages["benchmark-final"].status == "done" and resumed.final["kernel_gain"]["median"] > 1
+    assert resumed.stages["benchmark-final"].status == "done" and resumed.final.kernel_gain.median > 1
     assert [resumed.stages[n].status for n in STAGES] == ["done"] * len(STAGES)
     journal = status()
     assert journal is None or not journal.active()

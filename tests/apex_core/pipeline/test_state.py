@@ -64,7 +64,7 @@ def test_a_moved_run_folder_is_read_where_it_is_and_every_file_it_names_moves_wi
     assert kernel.iterations[0].grade.result_file == str(work / "grade_iter1.json")
     assert kernel.iterations[0].agent.transcript_path == str(work / "agent_transcript.jsonl")
     assert kernel.final is not None and kernel.final.result_file == str(moved.resolve() / "gradings" / "x.json")
-    assert state.baseline["file"] == str(moved.resolve() / "benchmark" / "benchmark.json")
+    assert state.baseline.file == str(moved.resolve() / "benchmark" / "benchmark.json")
     assert state.reports == [str(moved.resolve() / "report.md")]
 
 
