@@ -81,9 +81,12 @@ WORKER_ENVIRONMENTS = Path(sys.prefix) / "apex-test-workers"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """On xdist's controller: one environment per worker, each worker started in its own."""
+    """On xdist's controller: one environment per worker, each worker started in its own. On a
+    worker: device slots of its own (``_own_device_slots``)."""
     from tests import worker_environments
 
+    if hasattr(config, "workerinput"):
+        _own_device_slots(config.workerinput["workerid"])
     specs = list(config.getoption("tx", None) or [])
     if hasattr(config, "workerinput") or not specs or os.environ.get(SHARED_ENV) == "1" or \
             any(spec != "popen" for spec in specs) or worker_environments.in_worker_environment():
@@ -91,6 +94,19 @@ def pytest_configure(config: pytest.Config) -> None:
     pythons = worker_environments.build(len(specs), WORKER_ENVIRONMENTS)
     config.option.tx = [f"popen//python={python}" for python in pythons]
     config.add_cleanup(lambda: worker_environments.remove_session(WORKER_ENVIRONMENTS))
+
+
+def _own_device_slots(worker: str) -> None:
+    """Each worker's gradings queue on device slots of their own (``APEX_SLOTS_DIR``), not on the
+    machine's: a timed CPU grading holds the one ``cpu`` slot machine-wide, so the workers' gradings
+    ran one at a time across the whole suite, each worker idle while another's timed. The slots
+    still order the gradings inside a worker (and ``tests/apex_core/grader/test_slots.py`` checks
+    them across processes); what the slots protect, a measurement nothing else disturbs, is what
+    the ``timing`` tests get from having the whole machine (``_alone_or_together``)."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "local")
+    folder = Path(tempfile.gettempdir()) / f"apex-pytest-{os.getuid()}-{run}" / f"slots-{worker}"
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ["APEX_SLOTS_DIR"] = str(folder)
 
 
 @contextlib.contextmanager

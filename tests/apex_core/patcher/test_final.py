@@ -149,7 +149,8 @@ def test_leave_one_out_credits_each_of_two_winners_with_its_own_share_of_the_gai
     norm, activation = (next(c for c in result.credits if c.task_id == t) for t in (TASK, "cpu-mini__silu_and_mul"))
     assert norm.gain.significant and norm.gain.interval[0] > 1.5, norm.gain
     assert activation.gain.significant and activation.gain.interval[1] < 1.0, activation.gain
-    assert result.kernel_gain.median > 1.0 and not norm.implausible and result.token_agreement == 1.0
+    # (the two together: whichever weighs more on this machine at this moment; not what is tested here)
+    assert not norm.implausible and result.token_agreement == 1.0
     # the activation's baseline is a larger share of the arm it is measured against (whose norm runs fast) than of the original
     assert activation.arm_share > 0.08 and not activation.implausible
     assert status() is None
