@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # for annotations only
 app = typer.Typer(
     name="apex",
     help="Apex: an RL environment and tool suite in which LLM agents optimize GPU kernels.",
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -471,7 +471,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point with Apex's error discipline."""
     try:
         _recover_patches()
-        result = app(args=argv, standalone_mode=False)
+        result = app(args=argv, prog_name="apex", standalone_mode=False)
     except NotFoundError as error:  # nothing found: 1, as grep; a mistake is 2
         sys.stderr.write(f"apex: {error}\n")
         sys.exit(1)

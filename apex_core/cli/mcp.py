@@ -19,12 +19,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from apex_core.cli.output import JsonOption, make_console
 from apex_core.errors import ApexUserError
 
 app = typer.Typer(help="Apex's MCP servers and how agent hosts (Claude Code, Codex, Cursor) reach them.",
                   no_args_is_help=True, rich_markup_mode=None)
 
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 ClientOption = Annotated[str, typer.Option("--client", help="claude, codex, cursor, all, or a comma-separated list.")]
 ScopeOption = Annotated[str, typer.Option(
     "--scope", help="project: the repository's committed files (portable .venv/bin/python); "
@@ -34,7 +34,7 @@ GatewayOption = Annotated[bool, typer.Option(
 
 
 def _console() -> Console:
-    return Console(width=None if sys.stdout.isatty() else 160)
+    return make_console(markup=True)
 
 
 def _clients(value: str) -> tuple[str, ...]:

@@ -8,14 +8,64 @@ import json
 import math
 import sys
 from collections.abc import Callable, Iterator
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.table import Table
+
+PIPED_WIDTH = 1000
+"""Output that is not a terminal is not wrapped at any width a reader sees: a path or a message
+stays on one line for grep, cut and awk."""
+UNBOUNDED_WIDTH = 100_000
+"""A plain table's width while it is drawn: its rows are as long as their cells make them."""
+
+
+class ApexConsole(Console):
+    """Rich's console, with tables plain when stdout is not a terminal (a pipe, a file, ``TERM=dumb``):
+    no box-drawing characters, one line per row (cells neither wrapped nor cut), the title at the
+    left on a line of its own. ``apex tasks list | grep triton`` then prints whole rows, and a
+    file of the output reads in any editor. On a terminal, tables are as rich draws them."""
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        if (self.is_terminal and not self.is_dumb_terminal) or not any(isinstance(item, Table) for item in objects):
+            super().print(*objects, **options)
+            return
+        for item in objects:
+            if not isinstance(item, Table):
+                super().print(item, **options)
+                continue
+            _plain(item)
+            width, self.width = self.width, UNBOUNDED_WIDTH  # every column at its natural width: none cut
+            try:
+                with self.capture() as captured:
+                    super().print(item, **options)
+            finally:
+                self.width = width
+            self.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+            self.file.flush()
+
+
+def _plain(table: Table) -> None:
+    table.box = None
+    table.show_edge = False
+    table.pad_edge = False
+    table.title_justify = "left"
+    table.title_style = table.caption_style = "none"
+    table.expand = False
+    for column in table.columns:
+        column.no_wrap, column.overflow = True, "ignore"
+        column.width = column.max_width = column.ratio = None
+
+
+def make_console(*, markup: bool = False, stderr: bool = False) -> ApexConsole:
+    stream = sys.stderr if stderr else sys.stdout
+    return ApexConsole(width=None if stream.isatty() else PIPED_WIDTH, markup=markup, stderr=stderr)
+
 
 # markup=False: contracts, reasons and compiler errors contain brackets ("x[b, t // 16]") that
 # rich would otherwise swallow as markup.
-console = Console(width=None if sys.stdout.isatty() else 160, markup=False)
+console = make_console()
 progress_console = Console(stderr=True, markup=False)
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 

@@ -254,3 +254,17 @@ def test_a_run_refuses_what_would_fail_it_minutes_in_before_a_run_folder_exists(
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and expected in lines[0], done.stderr[-2000:]
     assert not results.exists()
+
+
+def test_the_shell_completes_commands_options_and_their_choices(apex_cli):
+    script = apex_cli("--show-completion", "bash")
+    assert script.returncode == 0 and "_APEX_COMPLETE=complete_bash" in script.stdout
+
+    def complete(words: str) -> list[str]:
+        done = apex_cli(env={"_APEX_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(len(words.split(" ")) - 1)})
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert complete("apex ta") == ["tasks"]
+    assert complete("apex run --lang") == ["--languages"]
+    assert complete("apex run --agent ") == ["replay", "claude", "codex", "cursor"]
