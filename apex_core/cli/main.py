@@ -21,6 +21,7 @@ from apex_core.cli import render
 from apex_core.cli.analysis import register as register_analysis
 from apex_core.cli.docs import register as register_docs
 from apex_core.cli.env import register as register_env
+from apex_core.cli.examples import add_examples
 from apex_core.cli.executor_options import ExecutorOption, RayAddressOption
 from apex_core.cli.patch import register as register_patch
 from apex_core.cli.pipeline import register as register_pipeline
@@ -538,6 +539,8 @@ def doctor_command(
     if diagnosis.failed:
         raise typer.Exit(1)
 
+
+add_examples(app)  # last: after every command is registered
 
 if __name__ == "__main__":
     main()
