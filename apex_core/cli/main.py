@@ -185,6 +185,8 @@ def tasks_verify(
         require_device(device_name)  # before any task runs: CPU tasks would never notice a missing GPU
     if resume and jsonl is None:
         raise ApexUserError("--resume reads the verdicts of an earlier run: give the same --jsonl FILE")
+    if jsonl is not None:
+        _check_output_file(jsonl, "--jsonl", "verify.jsonl")
     tasks = sorted(all_tasks().values(), key=lambda t: t.id) if every else [get_task(t) for t in task_ids or []]
     if shard is not None:
         tasks = tasks[_shard_slice(shard, len(tasks))]
@@ -301,14 +303,17 @@ def tasks_export(
         console.print(f"wrote {len(lines)} tasks to {output}")
 
 
-def _check_output_file(output: Path) -> None:
-    """A file the export can create or replace: not a folder, in a folder that exists."""
+def _check_output_file(output: Path, option: str = "--output", example: str = "tasks.jsonl") -> None:
+    """A file a command can create, replace or append to: not a folder, in a folder that exists,
+    checked before the work whose results it keeps."""
     if output.is_dir():
-        raise ApexUserError(f"--output {output} is a folder; give a file to write, e.g. --output {output / 'tasks.jsonl'}")
+        raise ApexUserError(f"{option} {output} is a folder; give a file to write, e.g. {option} {output / example}")
     folder = output.parent
     if not folder.is_dir():
         what = "is not a folder" if folder.exists() else "does not exist"
-        raise ApexUserError(f"--output {output}: the folder {folder} {what}; create it first (mkdir -p {folder}) or write elsewhere")
+        raise ApexUserError(f"{option} {output}: the folder {folder} {what}; create it first (mkdir -p {folder}) or write elsewhere")
+    if not os.access(folder, os.W_OK) or (output.exists() and not os.access(output, os.W_OK)):
+        raise ApexUserError(f"{option} {output}: you cannot write there; give a file in a folder you can write")
 
 
 @app.command()

@@ -30,7 +30,7 @@ from apex_core.docsearch.store import (
     chunk_from_stored,
     index,
     index_exists,
-    open_collection,
+    open_for_search,
     resolve_index_dir,
 )
 from apex_core.errors import ApexUserError, UnknownNameError
@@ -45,7 +45,7 @@ class _OpenIndex:
 
     def __init__(self, folder: Path) -> None:
         self.stamp = _stamp(folder)
-        self.collection = open_collection(folder)
+        self.collection = open_for_search(folder)
         self.count = self.collection.count()
         self.lexical = LexicalIndex.load(folder / LEXICAL_DIR)
         weights = folder / QUERY_WEIGHTS

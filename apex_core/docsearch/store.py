@@ -33,7 +33,7 @@ from apex_core.docsearch.lexical import IDS_FILE, LexicalIndex
 from apex_core.docsearch.models import Chunk, IndexReport
 from apex_core.errors import ApexUserError
 from apex_core.progress import Progress, reporter
-from apex_core.storage import atomic_write_text
+from apex_core.storage import atomic_write_text, cache_root
 
 ENV_VAR = "APEX_DOCS_INDEX"
 DEFAULT_INDEX_DIR = DOCS_INDEX_DIR / "index"
@@ -98,6 +98,37 @@ def open_collection(index_dir: Path):
 
     client = chromadb.PersistentClient(path=str(index_dir / CHROMA_DIR), settings=Settings(anonymized_telemetry=False))
     return client.get_or_create_collection(COLLECTION, embedding_function=None, configuration={"hnsw": {"space": "cosine"}})
+
+
+def open_for_search(index_dir: Path):
+    """The collection to query: the index's own, or, where this process cannot write its chroma
+    folder (a read-only mount, a shared index owned by someone else), a private copy of it.
+
+    chromadb opens its SQLite file for writing even to read, and fails on a read-only one
+    ("attempt to write a readonly database"); a shared, read-only index must still answer. The copy
+    lives in the cache folder, one per index folder, and is made again when the index changes."""
+    chroma = index_dir / CHROMA_DIR
+    if _writable(chroma):
+        return open_collection(index_dir)
+    stamp = f"{(index_dir / MANIFEST).stat().st_mtime_ns}"
+    copy = cache_root() / "docs-index-copies" / hashlib.sha256(str(index_dir).encode()).hexdigest()[:16]
+    if not (copy / "stamp").is_file() or (copy / "stamp").read_text() != stamp:
+        import shutil
+
+        fresh = copy.with_name(copy.name + f".{os.getpid()}.tmp")
+        shutil.rmtree(fresh, ignore_errors=True)
+        shutil.copytree(chroma, fresh / CHROMA_DIR, copy_function=shutil.copyfile)  # files: new, so ours to write
+        for folder, _, _ in os.walk(fresh):
+            os.chmod(folder, 0o700)  # copytree gave the folders the read-only index's modes
+        (fresh / "stamp").write_text(stamp)
+        shutil.rmtree(copy, ignore_errors=True)
+        os.replace(fresh, copy)
+    return open_collection(copy)
+
+
+def _writable(folder: Path) -> bool:
+    files = [folder, *(p for p in folder.glob("*") if p.is_file())] if folder.is_dir() else [folder.parent]
+    return all(os.access(p, os.W_OK) for p in files)
 
 
 def _reset_collection(index_dir: Path):

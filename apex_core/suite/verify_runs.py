@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from apex_core.errors import ApexUserError
 from apex_core.tasks.schema import Task
 from apex_core.suite.verify import TaskVerification
 
@@ -33,8 +34,13 @@ def read_verdicts(path: Path) -> dict[str, TaskVerification]:
     """The latest verdict per task in ``path`` ({} when it does not exist); a torn last line is skipped."""
     if not path.exists():
         return {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ApexUserError(f"{path} is not a file of verdicts (not UTF-8 text): give the --jsonl file an earlier "
+                            "'apex tasks verify --jsonl' wrote, or a new file name") from None
     verdicts: dict[str, TaskVerification] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         if not line.strip():
             continue
         try:

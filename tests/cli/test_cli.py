@@ -137,11 +137,22 @@ def test_grade_runs_the_triton_task_in_the_interpreter_and_says_timing_means_not
         (["tasks", "verify", "--task", "cpu-mini__rms_norm", "--device", "99"], "device cuda:99 does not exist here"),
         (["tasks", "verify", "--task", "cpu-mini__rms_norm", "--device", "gpu0"], "--device 'gpu0' is not a device"),
         (["tasks", "verify", "--task", "cpu-mini__rms_norm", "--gpus", "-1"], "--gpus -1 is not a number of GPUs"),
+        (["tasks", "verify", "--task", "cpu-mini__rms_norm", "--jsonl", "tests"],
+         "--jsonl tests is a folder; give a file to write, e.g. --jsonl tests/verify.jsonl"),
+        (["tasks", "verify", "--task", "cpu-mini__rms_norm", "--jsonl", "no/such/verify.jsonl"],
+         "--jsonl no/such/verify.jsonl: the folder no/such does not exist; create it first"),
         (["eval", "--dry-run", "--max-turns", "0"], "Invalid value for '--max-turns'"),
     ],
 )
 def test_bad_input_is_exit_2_and_one_clear_line(apex_cli, args, expected):
     assert expected in _one_line_error(apex_cli(*args))
+
+
+def test_resuming_from_a_file_that_is_not_verdicts_is_one_line_before_any_task_is_verified(apex_cli, tmp_path):
+    binary = tmp_path / "verify.jsonl"
+    binary.write_bytes(bytes(range(128, 256)))
+    line = _one_line_error(apex_cli("tasks", "verify", "--task", "cpu-mini__rms_norm", "--jsonl", str(binary), "--resume"))
+    assert "is not a file of verdicts (not UTF-8 text)" in line and binary.read_bytes() == bytes(range(128, 256))
 
 
 def test_a_malformed_user_task_definition_is_exit_2_and_names_the_file(apex_cli, tmp_path):

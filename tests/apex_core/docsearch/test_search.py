@@ -3,6 +3,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -104,3 +105,45 @@ def test_indexing_and_searching_never_touch_the_network(tmp_path, small_corpus):
     done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-2:] == ["Matrix cores", "attempts: []"]
+
+
+QUERY_OF_THE_GUIDE = "how does swizzling the program id raise the L2 hit rate"
+READ_ONLY_SEARCH = """
+import sys
+from pathlib import Path
+from apex_core.docsearch import search
+hits = search(sys.argv[2], 3, index_dir=Path(sys.argv[1]))
+print(hits[0].source)
+"""
+
+
+def test_an_index_this_user_cannot_write_still_answers_from_a_private_copy(small_index, small_corpus):
+    """A shared index on a read-only mount, or another user's: chromadb cannot open it in place
+    (it writes even to read). Root writes read-only folders, so as root this runs as nobody."""
+    as_root = os.geteuid() == 0
+    if as_root and not Path("/usr/bin/setpriv").exists():
+        pytest.skip("running as root without setpriv: no unprivileged user to search as")
+    top = Path(tempfile.mkdtemp(prefix="apex-readonly-index-", dir="/tmp" if as_root else None))
+    try:
+        os.chmod(top, 0o755)
+        shared = top / "index"
+        shutil.copytree(small_index, shared)
+        (top / "home").mkdir()
+        if as_root:
+            os.chown(top / "home", 65534, 65534)
+        for folder, _, files in os.walk(shared):
+            os.chmod(folder, 0o555)
+            for name in files:
+                os.chmod(Path(folder) / name, 0o444)
+        prefix = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if as_root else []
+        done = subprocess.run([*prefix, sys.executable, "-c", READ_ONLY_SEARCH, str(shared), QUERY_OF_THE_GUIDE],
+                              capture_output=True, text=True, timeout=300, check=False, cwd=top,
+                              env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "HOME": str(top / "home"),
+                                   "APEX_CACHE_DIR": str(top / "home" / "cache")})
+        assert done.returncode == 0, done.stderr[-1500:]
+        assert done.stdout.strip() == str(small_corpus / "guide.md"), done.stdout
+        assert list((top / "home" / "cache" / "docs-index-copies").iterdir())  # the copy, in the searcher's cache
+    finally:
+        for folder, _, _ in os.walk(top):
+            os.chmod(folder, 0o755)
+        shutil.rmtree(top, ignore_errors=True)
