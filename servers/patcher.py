@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import anyio.to_thread
 from fastmcp import Context
+from fastmcp.exceptions import ToolError
 from pydantic import BaseModel, Field
 
 from apex_core.analysis.identify_run import profiled_shares
@@ -57,7 +58,7 @@ async def apply_patch(
     workload: WorkloadField = None,
 ) -> AppliedPatch:
     """Patch one graded solution into the installed stack and check it inside the model; a patch that
-    breaks the import, is wrong in the model or crashes it is rolled back (applied is false, reason says why).
+    breaks the import, is wrong in the model or crashes it is rolled back, and the call is an error saying why.
     The file must be unchanged since grade_solution graded it here, and that newest grading ok, correct and
     unflagged. Use it after grade_solution credited a speedup, before run_final_benchmark."""
     def graded_then_applied(progress: Progress) -> AppliedPatch:
@@ -65,7 +66,11 @@ async def apply_patch(
         return apply_solutions([(task_id, Path(solution_path))], RESULTS_ROOT, kernel_stacks=_kernel_stacks(workload),
                                graded_sha256={task_id: grading.provenance.solution_hash}, progress=progress)[0]
 
-    return await in_thread_with_progress(ctx, graded_then_applied)
+    patch = await in_thread_with_progress(ctx, graded_then_applied)
+    if not patch.applied:  # a result that reads like success would be acted on as one
+        raise ToolError(f"{task_id}: not applied, rolled back ({patch.reason}); the installed stack is as it was. "
+                        f"Fix {solution_path}, grade it again, then apply it.")
+    return patch
 
 
 @mcp.tool

@@ -21,7 +21,7 @@ from apex_core.grader.options import GradeOptions
 from apex_core.grader.result import GradeResult
 from apex_core.grader.service import grade_solutions
 from apex_core.grader.solution_file import file_hash
-from apex_core.patcher import restore
+from apex_core.patcher import restore, status
 from apex_core.patcher.gradings import in_agent_workspace, require_graded, verified_grading
 from apex_core.patcher.integrate import find_gradings, integrate, judge
 from apex_core.errors import ApexUserError
@@ -217,6 +217,44 @@ def test_apply_patch_over_mcp_refuses_an_ungraded_file_and_patches_it_once_grade
     assert len(refusal.splitlines()) == 1
     assert grade["outcome"] == "ok"
     assert patch["applied"] and patch["solution"] == str(solution), patch
+
+
+WRONG_IN_THE_MODEL = """
+
+import sys as _sys
+
+_graded = rms_norm
+
+
+def rms_norm(x, weight, eps):
+    if "transformers" in _sys.modules:  # right where it is graded, wrong inside the model
+        return x.copy()
+    return _graded(x, weight, eps)
+"""
+
+
+def test_apply_patch_over_mcp_of_a_solution_the_model_rolls_back_is_an_error_saying_why(tmp_path, monkeypatch):
+    from servers.grader import mcp as grader
+    from servers.patcher import mcp as patcher
+
+    monkeypatch.chdir(tmp_path)
+    solution = tmp_path / "solution.py"
+    solution.write_text(CANNED.read_text() + WRONG_IN_THE_MODEL)
+    arguments = {"task_id": TASK, "solution_path": str(solution)}
+
+    async def session():
+        async with Client(patcher) as patching, Client(grader) as grading:
+            graded = await grading.call_tool("grade_solution", arguments)
+            return graded.structured_content, await patching.call_tool("apply_patch", arguments, raise_on_error=False)
+
+    try:
+        grade, applied = asyncio.run(session())
+    finally:
+        restore()
+    assert grade["outcome"] == "ok", grade
+    text = applied.content[0].text
+    assert applied.is_error and text.startswith(f"{TASK}: not applied, rolled back (") and "grade it again" in text, text
+    assert status() is None or not status().active()
 
 
 def test_apex_patch_apply_takes_the_users_word_and_says_so(apex_cli, tmp_path):
