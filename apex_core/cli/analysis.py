@@ -87,7 +87,7 @@ def identify_command(
     for column in ("#", "share", "kind", "task", "patchable", "source", "name"):
         table.add_column(column)
     for k in report.kernels:
-        table.add_row(str(k.rank), f"{100 * k.device_time_share:.1f}%", k.kind, k.task_id or "-", "yes" if k.patchable else "no",
+        table.add_row(str(k.rank), f"{100 * k.device_time_share:.1f}%", k.kind, k.task_id or "-", {True: "yes", False: "no", None: "?"}[k.patchable],
                       k.source or "-", k.name[:60])
     console.print(table)
     for note in report.notes:

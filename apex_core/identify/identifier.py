@@ -110,7 +110,14 @@ def identify_row(row: ProfiledKernel, share: float, model: str, dtype: str, inde
         found = recording.module_sources[row.module]
         if found.python_module.split(".")[0] != "torch":
             module_source = f"{found.path}:{found.line}"
+    patchable: bool | None
     patchable, reason = _patchability(kind, ktype, symbol, module_source, row.module)
+    if (symbol is None and evidence == "module" and recording is None and kind in kinds_with_tasks()
+            and ktype not in LIBRARY_TYPES):
+        # Whether its module's forward is the model's own Python (patchable) or torch's is only seen
+        # in the live model; without the recording run that is unknown, not "no".
+        patchable, reason = None, (f"not known without recording the model, which finds {row.module}.forward "
+                                   "(apex identify without --no-shapes)")
     site = None
     if symbol is not None and symbol.module:
         site = CallSite(kind="function", target=f"{symbol.module}:{symbol.name}")

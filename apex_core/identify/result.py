@@ -29,7 +29,7 @@ class IdentifiedKernel(BaseModel):
     package: str | None = None
     package_version: str | None = None
     launchers: list[str] = Field(default_factory=list, description="functions that launch a Triton kernel")
-    patchable: bool
+    patchable: bool | None = Field(description="a patch can replace it; None: not known without the recording run (--no-shapes)")
     patchable_reason: str
     task_id: str | None = None
     task_ids: list[str] = Field(default_factory=list, description="every matching task, task_id first")
