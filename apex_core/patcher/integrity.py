@@ -201,5 +201,9 @@ def unaccounted_changes(journal: Journal | None, roots: list[Path] | None = None
         for copy in sorted(target.parent.glob(f"{COPY_PREFIX}*")):
             if str(copy) not in journaled:
                 found.append(f"{copy} is a patch's solution copy that no patch journal lists")
+        for compiled in sorted((target.parent / "__pycache__").glob(f"{COPY_PREFIX}*.pyc")):
+            source = target.parent / (compiled.name.split(".", 1)[0] + ".py")
+            if str(source) not in journaled:
+                found.append(f"{compiled} is bytecode of a patch's solution copy that no patch journal lists (nothing imports it once the copy is gone: rm it)")
     found.extend(line for line in startup_changes(roots, index) if line.split(" ", 1)[0] not in journaled)
     return found

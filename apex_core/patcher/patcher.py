@@ -348,6 +348,8 @@ def _restore_entry(journal: jr.Journal, entry: jr.JournalEntry, roots: list[Path
     original = entry.original
     if not original.exists:
         durable_unlink(target)
+        for compiled in bytecode_files(target):  # a patch's copy, imported by a process outside the session's quiet
+            durable_unlink(compiled)
     elif current.exists and current.sha256 == original.sha256:
         # The right bytes already (a reinstall, or a restore killed after its rename): mode and mtime only.
         os.chmod(target, original.mode or 0o644)

@@ -129,3 +129,25 @@ def test_a_patch_whose_journal_is_out_of_reach_is_still_reported_by_status(llama
     finally:
         restore(cache_dir=elsewhere)
     assert unaccounted_changes(status()) == []
+
+
+def test_bytecode_of_a_patchs_copy_goes_with_it_and_a_stray_one_is_reported(llama_folder, tmp_path):
+    """A process outside the session's quiet (an MCP server's model load) imports the copy and leaves
+    its .pyc: restore removes it with the copy, and one left by anything else is named by status."""
+    import py_compile
+
+    from apex_core.patcher.integrity import unaccounted_changes
+
+    (applied,) = apply_solutions([(TASK, GOOD)], tmp_path / "results")
+    assert applied.applied
+    (copy,) = llama_folder.glob("_apex_patch_*.py")
+    compiled = Path(py_compile.compile(str(copy), doraise=True))
+    restore()
+    assert not copy.exists() and not compiled.exists()
+    stray = llama_folder / "__pycache__" / "_apex_patch_left_over.cpython-311.pyc"
+    stray.write_bytes(compiled.name.encode())
+    try:
+        found = unaccounted_changes(status())
+        assert [line for line in found if str(stray) in line and "no patch journal lists" in line and "rm it" in line], found
+    finally:
+        stray.unlink()
