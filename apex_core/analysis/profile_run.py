@@ -67,6 +67,10 @@ class ProfileSummary(BaseModel):
     kernel_count: int
     kernels: list[KernelRecord] = Field(description="The hottest kernels (device kernels on a GPU, CPU ops by module on the CPU).")
 
+    def title(self) -> str:
+        """The table's title: how many of the kernels it shows (never more than there are)."""
+        return f"{self.workload} on {self.device_name}: top {len(self.kernels)} of {self.kernel_count} ({self.results_dir})"
+
     @classmethod
     def of(cls, result: ProfileResult, run_dir: Path, workload: str, top: int) -> ProfileSummary:
         return cls(

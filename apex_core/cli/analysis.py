@@ -50,7 +50,7 @@ def profile_command(
     if as_json:
         print_json(summary.model_dump(mode="json"))
         return
-    table = Table(title=f"{spec.id} on {summary.device_name}: top {top} of {summary.kernel_count} ({run_dir})")
+    table = Table(title=summary.title())
     for column in ("share", "time (us)", "calls", "name", "module"):
         table.add_column(column)
     for k in summary.kernels:

@@ -110,7 +110,7 @@ def _run(state: RunState) -> Section:
     total = sum(r.elapsed_s or 0.0 for r in state.stages.values())
     rows = []
     for name, record in state.stages.items():
-        status = "running (this report)" if name == "report" and record.status == "running" else record.status
+        status = "done (this report)" if name == "report" and record.status == "running" else record.status
         said = f"error: {record.error}" if record.error else record.summary
         rows.append([Code(name), Status(status), _duration(record.elapsed_s), said or "–"])
     facts = [("Run", Code(state.run_id)), ("Created", state.created_at),
@@ -140,9 +140,10 @@ def _baseline(state: RunState) -> Section:
 def _kernels(state: RunState) -> Section:
     if not state.kernels:
         return Section("Kernels", [absent(state, "identify") or "no kernel was chosen"] + _plots(state))
+    in_place = _patched_tasks() if any(k.integrated for k in state.kernels) else set()
     rows = [[str(k.rank), Code(k.task_id), LongCode(k.kernel_name), f"{k.device_time_share:.1%}", str(len(k.iterations)),
              str(k.best_iteration) if k.best_iteration else "none correct" if k.iterations else "–",
-             k.stop_reason or absent(state, "optimize") or "–", *_fresh(state, k), _integrated(state, k),
+             k.stop_reason or absent(state, "optimize") or "–", *_fresh(state, k), _integrated(state, k, in_place),
              _credit(state, k)] for k in state.kernels]
     table = Table(["Rank", "Task", "Profiled kernel", "Device-time share", "Iterations", "Best", "Stop reason", "Fresh grading",
                    "Speedup (95% interval)", "Score", "Integrated", "End-to-end credit"], rows,
@@ -188,10 +189,26 @@ def _credit(state: RunState, k: KernelRecord) -> str:
     return text + ("; IMPLAUSIBLE, not credited" if credit.implausible else "")
 
 
-def _integrated(state: RunState, k: KernelRecord) -> str:
-    if k.integrated:
-        return f"yes: {k.integration_note}" if k.integration_note else "yes"
-    return f"no: {k.integration_note or absent(state, 'integrate') or 'no reason recorded'}"
+def _integrated(state: RunState, k: KernelRecord, in_place: set[str]) -> str:
+    """Integrated, and whether it still is: a whole run restores its patches when it ends or stops,
+    so a report read later must not suggest the patch is in the stack (one stopped before
+    benchmark-final had its patches rolled back unmeasured)."""
+    if not k.integrated:
+        return f"no: {k.integration_note or absent(state, 'integrate') or 'no reason recorded'}"
+    said = f"yes: {k.integration_note}" if k.integration_note else "yes"
+    if k.task_id in in_place:
+        return f"{said} (in the installed stack now)"
+    if state.stages["benchmark-final"].status in ("done", "skipped"):
+        return f"{said} (restored when the run ended)"
+    return f"{said}; rolled back when the run stopped, before benchmark-final measured it"
+
+
+def _patched_tasks() -> set[str]:
+    """The tasks whose patches are applied in this environment now."""
+    from apex_core.patcher import status
+
+    journal = status()
+    return {p.task_id for p in journal.active() if p.task_id} if journal is not None else set()
 
 
 def _plots(state: RunState) -> list[svg.Plot]:
@@ -408,6 +425,7 @@ p.note { background: #fff8e6; border-left: 4px solid #d9822b; padding: 6px 10px;
 figure { margin: 20px 0; } figcaption { font-size: 12px; color: #57606a; max-width: 760px; }
 figure.nodata { border: 1px dashed #d0d7de; padding: 10px 14px; max-width: 732px; }
 p.plot-title { font-weight: 600; margin: 0 0 4px; }
+svg.plot { max-width: 100%; height: auto; }
 """
 
 
@@ -428,7 +446,7 @@ def render_html(title: str, sections: list[Section]) -> str:
                                                            for label, value in part) + "</ul>")
             else:
                 body.append(f'<p class="note">{escape(part)}</p>')
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>{escape(title)}</title>'
             f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
 
 

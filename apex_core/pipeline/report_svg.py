@@ -198,7 +198,8 @@ class IntervalRow:
 def interval_rows(title: str, rows: Sequence[IntervalRow], reference: float, axis_title: str, caption: str) -> Plot:
     """One row per name: a dot at its value, whiskers over its interval, a dashed line at ``reference``;
     green when the whole interval lies above the reference, red below, grey across it."""
-    left, right, row = _left_margin([r.name for r in rows]), 200, 30
+    labels = [f"{r.value:.3f}x [{r.low:.3f}, {r.high:.3f}] {r.note}".rstrip() for r in rows]
+    left, right, row = _left_margin([r.name for r in rows]), _right_margin(labels), 30
     height = 62 + row * len(rows) + 44
     canvas = Canvas(760, height, title)
     bottom = 48 + row * len(rows)
@@ -213,7 +214,7 @@ def interval_rows(title: str, rows: Sequence[IntervalRow], reference: float, axi
         for end in (r.low, r.high):
             canvas.line(axis.at(end), y - 6, axis.at(end), y + 6, color, 2)
         canvas.dot(axis.at(r.value), y, color, f"{r.name}: {times(r.value)} (95% interval {times(r.low)}-{times(r.high)})")
-        canvas.text(760 - right + 10, y + 4, f"{r.value:.3f}x [{r.low:.3f}, {r.high:.3f}] {r.note}".rstrip(), size=11)
+        canvas.text(760 - right + 10, y + 4, labels[index], size=11)
     return figure(canvas, caption)
 
 
@@ -308,3 +309,9 @@ def line_chart(title: str, series: Sequence[tuple[str, Sequence[tuple[int, float
 
 def _left_margin(names: Sequence[str]) -> int:
     return min(max((len(shorten(n, 36)) for n in names), default=8) * 7 + 20, 270)
+
+
+def _right_margin(labels: Sequence[str]) -> int:
+    """Room for the value labels right of the plot (11 px text, about 6.6 px a character), so the
+    longest one ("185.500x [170.123, 200.456] integrated") is not cut at the canvas's edge."""
+    return max(200, min(int(max((len(label) for label in labels), default=0) * 6.6) + 16, 330))

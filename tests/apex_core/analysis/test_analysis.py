@@ -77,3 +77,12 @@ def test_profile_then_identify_through_the_command_line(tmp_path):
     assert any(k["task_id"] == "cpu-mini__rms_norm" for k in kernels)
     wrong = apex("identify", "--top-k", "0")
     assert wrong.returncode == 2 and wrong.stderr.startswith("apex: error: ") and "Traceback" not in wrong.stderr
+
+
+def test_the_profile_table_never_says_it_shows_more_kernels_than_there_are(profiled):
+    from apex_core.analysis.profile_run import ProfileSummary
+    from apex_core.profiling import load_profile
+
+    result = load_profile(profiled)
+    summary = ProfileSummary.of(result, profiled, "cpu-mini", top=len(result.kernels) + 10)
+    assert f": top {len(result.kernels)} of {len(result.kernels)} (" in summary.title()

@@ -219,6 +219,17 @@ def test_a_finished_run_writes_both_reports_with_four_plots_and_nothing_external
     assert html.count("<figcaption>") == 4 and "no data:" not in html
     assert "http://" not in html and "https://" not in html and "<script" not in html.lower()
     assert "<style>" in html and "<link" not in html.lower()
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in html  # readable on a phone too
+
+
+def test_the_speedup_plots_value_labels_fit_inside_the_canvas():
+    from apex_core.pipeline import report_svg as svg
+
+    rows = [svg.IntervalRow("cpu-mini__rms_norm", 185.5, 170.123, 200.456, "integrated")]
+    plot = svg.interval_rows("Speedup per kernel", rows, 1.0, "credited speedup", "caption")
+    label = "185.500x [170.123, 200.456] integrated"
+    x = float(plot.html.split(label)[0].rsplit('<text x="', 1)[1].split('"')[0])
+    assert x + len(label) * 6.6 <= 760, x
 
 
 def test_a_kernel_name_with_markup_is_escaped_in_both_reports(tmp_path):
@@ -232,13 +243,23 @@ def test_the_markdown_has_a_row_per_kernel_with_its_grading_and_integration(tmp_
     markdown = write_reports(realistic_state(tmp_path))[0].read_text(encoding="utf-8")
     rows = [line for line in markdown.splitlines() if line.startswith("| 2 | `llama__rms_norm`") or line.startswith("| 5 | `llama__rope`")]
     assert len(rows) == 2
-    assert "18.3%" in rows[0] and "| 3 | 3 |" in rows[0] and "1.328x (1.240-1.410x)" in rows[0] and "yes: patched at liger.rms_norm" in rows[0]
+    assert "18.3%" in rows[0] and "| 3 | 3 |" in rows[0] and "1.328x (1.240-1.410x)" in rows[0]
+    assert "yes: patched at liger.rms_norm (restored when the run ended)" in rows[0]
     assert "1.000x (0.970-1.040x)" in rows[1] and "no: credited speedup 1.000x is under the 1.05x needed" in rows[1]
     assert "- **Model reward:** 0.710" in markdown
     assert "- **Kernel gain (candidate / control, credited):** 1.030x (95% interval 1.029-1.031x, order statistics; significant)" in markdown
     assert "never credited):** 1.100x" in markdown and "| 1 | 2,410.0 | 2,650.2 | 2,730.5 |" in markdown
     assert "| llama__rms_norm | 0.0031 | 0.0011 | 2.1e-06 | 68/68 | passed |" in markdown  # the accuracy gate's figures
-    assert "| `report` | running (this report) |" in markdown
+    assert "| `report` | done (this report) |" in markdown
+
+
+def test_a_kernel_integrated_by_a_run_that_stopped_before_benchmark_final_reads_as_rolled_back(tmp_path):
+    state = realistic_state(tmp_path)
+    state.stages["benchmark-final"].status, state.stages["benchmark-final"].error = "failed", "interrupted"
+    state.final = None
+    markdown = write_reports(state)[0].read_text(encoding="utf-8")
+    row = next(line for line in markdown.splitlines() if line.startswith("| 2 | `llama__rms_norm`"))
+    assert "yes: patched at liger.rms_norm; rolled back when the run stopped, before benchmark-final measured it" in row
 
 
 def test_a_run_from_before_the_control_arm_still_shows_its_two_arms(tmp_path):
