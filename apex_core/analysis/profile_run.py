@@ -34,7 +34,7 @@ def profile_workload(
     # Decode eagerly over the same static cache: a graph replays the same kernels, but under a graph
     # the profiler cannot tell which op launched one, and identify needs that to name its source.
     spec = customize(spec, graphs=False).resolved() if spec.stack == "transformers" else spec.resolved()
-    report(0.0, f"building {spec.id} ({spec.model}, {spec.layers} layers, {spec.dtype} on {spec.device})")
+    report(0.0, spec.loading_message())
     workload = load(spec)
     if workload.model is None:
         workload.close()

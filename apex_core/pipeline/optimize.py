@@ -77,19 +77,22 @@ def stop_reason(record: KernelRecord, iterations: int, threshold: float) -> str:
 
 
 def grade_with_retries(task_id: str, solution: Path, options: GradeOptions, executor: Executor | None = None,
-                       target: str | None = None) -> tuple[GradeResult, int]:
+                       target: str | None = None, said: Callable[[str], None] | None = None) -> tuple[GradeResult, int]:
     """A fresh grading (never the cache's), repeated after an infrastructure error (a verdict on the
     machine, not the solution), one per device at a time; the result and the repeats it took.
 
     With an ``executor`` (``--executor ray``) the file's content is graded there, on a GPU of the
-    ``target`` arch when one is given; the executor keeps to one grading per GPU itself."""
+    ``target`` arch when one is given; the executor keeps to one grading per GPU itself. ``said``
+    hears a local grading's progress (a Triton task in the CPU's interpreter grades for minutes:
+    a run that says nothing meanwhile looks hung)."""
     task = get_task(task_id)
+    relay = (lambda fraction, message: said(f"{task.id}: grading: {message}")) if said is not None else None
     retries = 0
     while True:
         try:
             if executor is None:
                 with _device_lock(options.device or "default"):
-                    result = grade(task, solution, options)
+                    result = grade(task, solution, options, progress=relay)
             else:
                 request = GradingRequest.for_file(task.id, check_solution_file(task, solution), options=options,
                                                   target=target, use_cache=False)
@@ -140,7 +143,7 @@ def optimize_kernel(state: RunState, record: KernelRecord, agent_for: Callable[[
         if run.infra_error:  # the host failed, not the agent: no iteration is spent or graded
             why = f"the agent's host failed ({run.infra_error}); resume the run to try again"
             break
-        result, retries = grade_with_retries(task.id, solution, options, executor, config.gpu)
+        result, retries = grade_with_retries(task.id, solution, options, executor, config.gpu, said=report)
         result_file = workspace / _grading_file(index)
         result_file.write_text(result.model_dump_json(indent=2), encoding="utf-8")
         code, copy = _keep(solution, workspace, index, run)

@@ -204,8 +204,9 @@ def grade_stage(state: RunState, progress: Progress | None) -> str:
     with grading_executor(state.config) as executor:
         for index, record in enumerate(candidates):
             report(index / len(candidates), f"grading the best solution of {record.task_id}")
+            at = index / len(candidates)
             result, _ = grade_with_retries(record.task_id, Path(record.best_solution or ""), GradeOptions(), executor,
-                                           state.config.gpu)
+                                           state.config.gpu, said=lambda message, at=at: report(at, message))
             result_file = folder / f"{record.task_id}.json"
             result_file.write_text(json.dumps([result.model_dump(mode="json")], indent=2), encoding="utf-8")
             record.final = summarize(result, result_file)

@@ -249,7 +249,7 @@ def benchmark(
     history = _matching(root, spec_key, environment_key)
     previous = history[-1] if history else None
 
-    report(0.0, f"loading {spec.id} ({spec.stack}, {spec.layers} layers, {spec.dtype} on {spec.device})")
+    report(0.0, spec.loading_message())
     loaded = load(spec)
     measured: list[RunResult] = []
     try:

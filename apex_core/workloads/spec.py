@@ -107,6 +107,16 @@ class WorkloadSpec(BaseModel):
             raise ValueError(f"unknown kernel stack {unknown[0]!r}: use {', '.join(KERNEL_STACKS)}")
         return tuple(sorted(set(value)))
 
+    def loading_message(self) -> str:
+        """What a command says as it loads this (resolved) spec; a model meant for a GPU that runs
+        on the CPU says so first: its steps then take seconds to minutes, and a user waiting on a
+        silent terminal, or reading CPU figures as a GPU's, should know."""
+        said = f"loading {self.id} ({self.stack}, {self.layers} layers, {self.dtype} on {self.device})"
+        if self.device == "cpu" and self.model != "cpu-mini":
+            said = (f"{self.id} is a GPU workload running on this machine's CPU: slow (seconds to minutes a step), and "
+                    f"its figures say nothing about a GPU (cpu-mini is the workload made for a CPU); {said}")
+        return said
+
     def resolved(self) -> WorkloadSpec:
         """This spec with layers, dtype, device and graphs fixed for this machine."""
         device = self.device

@@ -52,3 +52,15 @@ def test_an_injected_exception_is_graded_and_recorded_but_the_next_prompt_holds_
     records = json.loads(quoted.split("```json\n", 1)[1].split("\n```", 1)[0])
     assert [(r["outcome"], r["error_class"], r["failed_shape"]) for r in records] == [
         ("runtime_error", "RuntimeError", {"rows": 4, "hidden": 64})]
+
+
+def test_a_gradings_progress_is_heard_while_it_runs(tmp_path):
+    """A run says what its gradings are doing (a Triton task grades for minutes in the CPU's interpreter)."""
+    from apex_core.grader.options import GradeOptions
+    from apex_core.pipeline.optimize import grade_with_retries
+
+    heard: list[str] = []
+    result, retries = grade_with_retries(TASK, reference_solution_path(get_task(TASK)), GradeOptions(timing=False), said=heard.append)
+    assert result.outcome.value == "ok" and retries == 0
+    assert heard and all(line.startswith(f"{TASK}: grading: ") for line in heard)
+    assert any("correctness" in line for line in heard), heard

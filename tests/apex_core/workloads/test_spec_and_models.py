@@ -33,6 +33,13 @@ def test_an_unknown_workload_names_every_valid_one():
     assert all(spec.id in message for spec in list_workloads())
 
 
+def test_a_gpu_workload_on_the_cpu_says_so_before_it_loads_and_cpu_mini_does_not():
+    on_cpu = customize(get_workload("llama-3-1-8b-instruct"), device="cpu").resolved().loading_message()
+    assert on_cpu.startswith("llama-3-1-8b-instruct is a GPU workload running on this machine's CPU: slow")
+    assert "figures say nothing about a GPU" in on_cpu and on_cpu.endswith("float32 on cpu)")
+    assert get_workload("cpu-mini").resolved().loading_message().startswith("loading cpu-mini (transformers, 2 layers")
+
+
 def test_customize_checks_the_users_values():
     spec = get_workload("cpu-mini")
     assert customize(spec, layers=1, kernels="liger").kernels == ("liger",)
