@@ -157,15 +157,14 @@ async def past_experiments(
     best speedup with its strategies, and for one task (in its language, on the target) the best correct gradings
     and the latest failures as structured records. Use it before optimizing a task, to start from what is known."""
     def read() -> Experiments:
-        from apex_core.hardware.target import resolve_target
-        from apex_core.pipeline.knowledge import KnowledgeBase
+        from apex_core.pipeline.knowledge import KnowledgeBase, records_of
         from apex_core.tasks import get_task
 
         base = KnowledgeBase()
         past = []
         if task_id:
             task = get_task(task_id)
-            past = [p.model_dump(mode="json") for p in base.insights(task.id, task.language, resolve_target(target).arch)]
+            past = [p.model_dump(mode="json") for p in base.insights(task.id, task.language, records_of(task, target))]
         return Experiments(knowledge_base=str(base.path), tasks=[r.model_dump() for r in base.overview()], past_gradings=past)
 
     return await anyio.to_thread.run_sync(read)

@@ -203,8 +203,7 @@ def knowledge_command(
     as_json: JsonOption = False,
 ) -> None:
     """What past gradings on this machine measured: per task, language and target, or one task's records as its prompts quote them."""
-    from apex_core.hardware.target import resolve_target
-    from apex_core.pipeline.knowledge import KnowledgeBase
+    from apex_core.pipeline.knowledge import KnowledgeBase, records_of
 
     base = KnowledgeBase()
     if task is None:
@@ -215,14 +214,15 @@ def knowledge_command(
         if not records:
             console.print(f"no gradings yet in {base.path}: 'apex run' records every graded iteration", highlight=False)
         for r in records:
-            best = f"{r.best_speedup:.2f}x ({','.join(r.best_strategies) or 'no named strategy'})" if r.best_speedup else "none correct"
+            best = (f"{r.best_speedup:.2f}x ({','.join(r.best_strategies) or 'no named strategy'})" if r.best_speedup
+                    else "not timed (correctness only)" if r.correct else "none correct")
             console.print(f"{r.task_id} ({r.language}) on {r.target}: {r.experiments} gradings, {r.correct} correct, best {best}",
                           highlight=False)
         return
     from apex_core.tasks import get_task
 
     chosen = get_task(task)  # an unknown id is a one-line error naming the known ones
-    target = resolve_target(gpu).arch
+    target = records_of(chosen, gpu)
     past = base.insights(chosen.id, chosen.language, target)
     if as_json:
         print_json({"task_id": chosen.id, "language": chosen.language, "target": target,

@@ -36,7 +36,8 @@ from apex_core.errors import ApexUserError
 from apex_core.grader.cache import default_cache_dir
 from apex_core.grader.result import GradeResult, Outcome
 from apex_core.pipeline.grading_facts import ErrorClass, FlagName, Shape, error_class, facts_of
-from apex_core.tasks.schema import Language
+from apex_core.hardware.target import HardwareTarget
+from apex_core.tasks.schema import Language, Task
 
 KNOWLEDGE_FILE = "knowledge.sqlite"
 SCHEMA_VERSION = 2
@@ -206,6 +207,26 @@ class TaskRecord(BaseModel):
     correct: int
     best_speedup: float | None
     best_strategies: Strategies
+
+
+CPU = "cpu"
+"""The target of a grading that ran on the CPU: a CPU task's, or a GPU task's in Triton's interpreter
+on a machine without a GPU (correctness only). Never the arch the prompts aim at: no gfx950
+measured it."""
+
+
+def records_of(task: Task, gpu: str | None) -> str:
+    """The target whose records a reader asks for: the arch named (``--gpu``), else what a grading
+    of ``task`` here would be recorded under."""
+    from apex_core.hardware.target import resolve_target
+
+    return resolve_target(gpu).arch if gpu else graded_on(task, resolve_target(None))
+
+
+def graded_on(task: Task, target: HardwareTarget) -> str:
+    """What a grading of ``task`` on this machine measures: ``target``'s arch where a GPU grades it,
+    else ``cpu``; gradings are recorded, and looked up, under it."""
+    return target.arch if task.needs_gpu and target.detected.device_count > 0 else CPU
 
 
 class KnowledgeBase:

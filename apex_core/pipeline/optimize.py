@@ -31,7 +31,7 @@ from apex_core.grader.ledger import GradingLedger
 from apex_core.grader.options import GradeOptions
 from apex_core.grader.result import GradeResult
 from apex_core.hardware.target import HardwareTarget
-from apex_core.pipeline.knowledge import Experiment, KnowledgeBase
+from apex_core.pipeline.knowledge import Experiment, KnowledgeBase, graded_on
 from apex_core.pipeline.reflection import reflect
 from apex_core.pipeline.state import GradeSummary, IterationRecord, KernelRecord, RunState, now
 from apex_core.pipeline.trajectory import Trajectory, TrajectoryStep, load_trajectory, trajectory_id
@@ -109,7 +109,7 @@ def iteration_prompt(task: Task, target: HardwareTarget, output_dir: Path, knowl
                      index: int, iterations: int) -> str:
     """Iteration ``index``'s prompt: the task's, with the past gradings of this task in its language on
     this target quoted as data, and the feedback on the last iteration (``reflect``)."""
-    past = knowledge.insights(task.id, task.language, target.arch)
+    past = knowledge.insights(task.id, task.language, graded_on(task, target))
     prompt = task_prompt(task, target, output_dir=str(output_dir), past_gradings=past)
     if feedback:
         prompt += f"\n## Your last iteration (iteration {index} of at most {iterations} starts now)\n{feedback}\n"
@@ -161,7 +161,7 @@ def optimize_kernel(state: RunState, record: KernelRecord, agent_for: Callable[[
             feedback=feedback, agent=run, solution_code=code, grade=summary, reward=result.rl_reward))
         if result.outcome.value != "infra_error":
             knowledge.record(Experiment.of(result, created_at=now(), run_id=state.run_id, task_id=task.id, kernel=task.kernel,
-                                           language=task.language, target=target.arch, agent=config.agent, model=model,
+                                           language=task.language, target=graded_on(task, target), agent=config.agent, model=model,
                                            code=code or ""))
         trajectory.best_iteration = record.best_iteration
         trajectory.save(state.folder)
