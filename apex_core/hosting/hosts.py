@@ -147,6 +147,13 @@ def _write_if_changed(path: Path, content: str, client: str, note: str = "", new
     return Change(client=client, path=path, action="written", note=note)
 
 
+def _remove_if_empty(path: Path, client: str) -> Change:
+    """Remove a host's config file that held nothing but Apex's entries (install made it): an empty
+    file left behind is clutter at best, and a host may read an empty file as a broken one."""
+    path.unlink()
+    return Change(client=client, path=path, action="removed", note="it held only Apex's entries")
+
+
 def _link(link: Path, target: Path, client: str, relative: bool) -> Change:
     """A symlink to ``target``; an existing real file or directory is the user's and is kept."""
     wanted = os.path.relpath(target, link.parent) if relative else str(target)
@@ -336,13 +343,17 @@ def uninstall(client: str, root: Path = PROJECT_ROOT, *, scope: str = "user", ho
     if path.exists():
         if client == "codex":
             text = path.read_text(encoding="utf-8")
-            changes.append(_write_if_changed(path, merge_codex_config(text, None, path), client))
+            left = merge_codex_config(text, None, path)
+            changes.append(_remove_if_empty(path, client) if not left.strip() else _write_if_changed(path, left, client))
         else:
             data = _load_json_config(path)
             servers = dict(data.get("mcpServers") or {})
             if names & set(servers):
                 data["mcpServers"] = {k: v for k, v in servers.items() if k not in names}
-                changes.append(_write_if_changed(path, json.dumps(data, indent=2) + "\n", client))
+                if not data["mcpServers"] and set(data) == {"mcpServers"}:
+                    changes.append(_remove_if_empty(path, client))
+                else:
+                    changes.append(_write_if_changed(path, json.dumps(data, indent=2) + "\n", client))
     skills_root = (root / "skills").resolve()
     skills_dir = user_skills_dir(client, home, environ)
     if skills_dir.is_dir():

@@ -78,8 +78,14 @@ def test_user_install_registers_the_absolute_interpreter_and_uninstall_takes_it_
     assert (tmp_path / ".agents" / "skills" / "grade-a-kernel").is_symlink()
     gone = apex_cli("mcp", "uninstall", "--client", "all", env=env)
     assert gone.returncode == 0, gone.stderr
-    assert json.loads((tmp_path / ".claude.json").read_text())["mcpServers"] == {}
+    # files install made for Apex alone go; a file with the user's own entries keeps them
+    for made in (tmp_path / ".claude.json", tmp_path / ".cursor" / "mcp.json", tmp_path / "codex" / "config.toml"):
+        assert not made.exists() and f"removed {made}" in gone.stdout, (made, gone.stdout)
     assert not (tmp_path / ".agents" / "skills" / "grade-a-kernel").exists()
+    (tmp_path / ".claude.json").write_text(json.dumps({"numStartups": 3, "mcpServers": {"mine": {"command": "x"}}}))
+    assert apex_cli("mcp", "install", "--client", "claude", "--scope", "user", env=env).returncode == 0
+    assert apex_cli("mcp", "uninstall", "--client", "claude", env=env).returncode == 0
+    assert json.loads((tmp_path / ".claude.json").read_text()) == {"numStartups": 3, "mcpServers": {"mine": {"command": "x"}}}
 
 
 def test_config_prints_a_hosts_file_without_writing_it(apex_cli):
