@@ -21,8 +21,9 @@ from pathlib import Path
 from apex_core.errors import ApexUserError
 from apex_core.pipeline.config import RunConfig
 from apex_core.pipeline.run_lock import needs_the_lock, one_run_per_environment
-from apex_core.pipeline.stages import STAGE_FUNCTIONS, Skip
-from apex_core.pipeline.state import STAGES, RunState, load_run, new_run, now
+from apex_core.pipeline.stages import STAGES, stage_function
+from apex_core.pipeline.stages.common import Skip
+from apex_core.pipeline.state import RunState, load_run, new_run, now
 from apex_core.progress import Progress, reporter
 
 
@@ -87,7 +88,7 @@ def _run(config: RunConfig | None, results_root: Path, resume: Path | None, chos
             stage_progress = (lambda f, m, n=name, lo=low, hi=high: report(lo + (hi - lo) * f, f"{n}: {m}"))
             report(low, f"{name}: starting")
             try:
-                record.summary = STAGE_FUNCTIONS[name](state, stage_progress)
+                record.summary = stage_function(name)(state, stage_progress)
                 record.status = "done"
             except Skip as skip:
                 record.status, record.summary = "skipped", str(skip)

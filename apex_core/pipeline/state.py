@@ -27,8 +27,8 @@ from apex_core.errors import ApexUserError
 from apex_core.storage import atomic_write
 from apex_core.pipeline.config import RunConfig
 from apex_core.pipeline.figures import BaselineFigures, FinalRecord, ScoreSummary
+from apex_core.pipeline.stages import STAGES
 
-STAGES = ("benchmark", "identify", "optimize", "grade", "integrate", "benchmark-final", "score", "report")
 STATE_FILE = "state.json"
 RUNS_DIR = "runs"
 

@@ -132,7 +132,7 @@ def test_bad_settings_and_unknown_runs_are_one_line_errors(apex_cli, tmp_path):
 
 def test_kernels_optimized_in_parallel_spread_their_gradings_over_the_gpus(monkeypatch):
     from apex_core.grader import devices
-    from apex_core.pipeline.stages import grading_devices
+    from apex_core.pipeline.stages.common import grading_devices
 
     monkeypatch.setattr(devices, "gpu_count", lambda: 2)
     assert grading_devices(3) == ["cuda:0", "cuda:1", "cuda:0"]

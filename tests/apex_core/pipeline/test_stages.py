@@ -12,7 +12,8 @@ import apex_core.analysis  # noqa: F401 - loads the modules patched below
 
 from apex_core.analysis.identify_run import IdentifyReport
 from apex_core.identify.result import IdentifiedKernel
-from apex_core.pipeline import stages
+from apex_core.pipeline.stages import identify
+from apex_core.pipeline.stages.common import Skip
 from apex_core.pipeline.config import RunConfig
 from apex_core.pipeline.state import new_run
 
@@ -43,7 +44,7 @@ def gpt_oss_profile(monkeypatch, tmp_path):
 
 def test_identify_picks_the_top_kernels_that_could_be_integrated_and_names_the_rest_once(gpt_oss_profile, tmp_path):
     state = new_run(RunConfig(workload="gpt-oss-20b", languages=("triton",), top_k=3), tmp_path / "results")
-    summary = stages.identify_stage(state, None)
+    summary = identify.run(state, None)
     assert [k.task_id for k in state.kernels] == ["gpt-oss-20b__swiglu_clamped", "gpt-oss-20b__moe_router",
                                                  "gpt-oss-20b__rms_norm"]
     assert [k.rank for k in state.kernels] == [5, 6, 8]
@@ -54,6 +55,17 @@ def test_identify_picks_the_top_kernels_that_could_be_integrated_and_names_the_r
 
 def test_kernels_of_other_languages_are_left_out_before_any_patch_point_is_looked_for(gpt_oss_profile, tmp_path):
     state = new_run(RunConfig(workload="gpt-oss-20b", languages=("hip",), top_k=3), tmp_path / "results")
-    with pytest.raises(stages.Skip, match=r"none of the 8 profiled kernels .*gpt-oss-20b__rms_norm \(triton\)"):
-        stages.identify_stage(state, None)
+    with pytest.raises(Skip, match=r"none of the 8 profiled kernels .*gpt-oss-20b__rms_norm \(triton\)"):
+        identify.run(state, None)
     assert Path(state.identify_file).name == "identify.json"
+
+
+def test_every_stage_is_a_module_of_the_stages_package_and_every_module_a_stage():
+    from apex_core.pipeline.stages import STAGES, stage_function
+
+    folder = Path(__file__).resolve().parents[3] / "apex_core" / "pipeline" / "stages"
+    modules = {p.stem for p in folder.glob("*.py")} - {"__init__", "common"}
+    assert modules == {name.replace("-", "_") for name in STAGES}
+    assert all(callable(stage_function(name)) for name in STAGES)
+    with pytest.raises(KeyError):
+        stage_function("polish")
