@@ -99,14 +99,15 @@ class ClaudeCodeAgent:
     def _session(self, system: str, prompt: str, workspace: Path, solution_path: Path) -> headless.Session:
         """One confined session; its MCP config lives in the session's home, out of the agent's
         reach between sessions (a config in the workspace could be rewritten for the next one)."""
-        from apex_core.hosting.hosts import render_agent_config
+        from apex_core.hosting.hosts import claude_timeouts, render_agent_config
 
         with confine.Session(self.name, [solution_path.parent]) as session:
             config = session.home / "agent_mcp.json"
             given = self.mcp_config.read_text(encoding="utf-8") if self.mcp_config is not None else None
             config.write_text(given or render_agent_config(sys.executable), encoding="utf-8")
             argv = self.command(system, prompt, config)
-            return headless.run_session(session.command(argv, workspace), workspace, self.timeout_s, session.env)
+            env = {**session.env, **claude_timeouts(environ=session.env)}
+            return headless.run_session(session.command(argv, workspace), workspace, self.timeout_s, env)
 
 
 def read_session(session: headless.Session) -> headless.Reading:

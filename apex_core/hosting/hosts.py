@@ -82,6 +82,24 @@ def render_agent_config(python: str, names: tuple[str, ...] = AGENT_SERVERS) -> 
     return json.dumps({"mcpServers": servers}, indent=2) + "\n"
 
 
+CLAUDE_STARTUP_CAP_S = 60
+"""Claude Code waits at most 60 s for an MCP server to start, whatever MCP_TIMEOUT asks
+(anthropics/claude-code#16837)."""
+
+
+def claude_timeouts(names: tuple[str, ...] = AGENT_SERVERS, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Claude Code's MCP timeouts (``MCP_TIMEOUT``: a server's start, ``MCP_TOOL_TIMEOUT``: one tool
+    call, both in ms) for these servers, as the registry declares them, where the user has not set
+    them. Claude Code has one of each for every server, so the longest counts. Without them a
+    grading longer than its default, or a server slow to import on a loaded machine, reads to the
+    agent as a tool with no result."""
+    servers = [s for s in SERVERS if s.name in names]
+    environ = os.environ if environ is None else environ
+    wanted = {"MCP_TIMEOUT": min(max(s.startup_timeout_s for s in servers), CLAUDE_STARTUP_CAP_S) * 1000,
+              "MCP_TOOL_TIMEOUT": max(s.tool_timeout_s for s in servers) * 1000}
+    return {name: str(value) for name, value in wanted.items() if not environ.get(name)}
+
+
 def render_cursor(python: str = CURSOR_PYTHON, gateway: bool = False) -> str:
     servers = {s.name: _stdio_entry(s, python) for s in _selected(gateway)}
     return json.dumps({"mcpServers": servers}, indent=2) + "\n"

@@ -171,3 +171,15 @@ def test_user_locations_follow_the_hosts_environment_variables(tmp_path):
     assert hosts.user_config_path("codex", environ=env) == Path("/x/config.toml")
     assert hosts.user_config_path("cursor", environ=env) == Path("/h/.cursor/mcp.json")
     assert hosts.user_skills_dir("cursor", environ=env) == hosts.user_skills_dir("codex", environ=env) == Path("/h/.agents/skills")
+
+
+def test_claude_codes_mcp_timeouts_come_from_the_registry_unless_the_user_set_them():
+    from apex_core.hosting.hosts import AGENT_SERVERS, CLAUDE_STARTUP_CAP_S, claude_timeouts
+    from apex_core.hosting.mcp_registry import SERVERS
+
+    servers = [s for s in SERVERS if s.name in AGENT_SERVERS]
+    given = claude_timeouts(environ={})
+    assert given == {"MCP_TIMEOUT": str(min(max(s.startup_timeout_s for s in servers), CLAUDE_STARTUP_CAP_S) * 1000),
+                     "MCP_TOOL_TIMEOUT": str(max(s.tool_timeout_s for s in servers) * 1000)}
+    assert int(given["MCP_TOOL_TIMEOUT"]) >= 1_800_000  # a grading may take its whole 30 minutes
+    assert claude_timeouts(environ={"MCP_TOOL_TIMEOUT": "5000"}) == {"MCP_TIMEOUT": given["MCP_TIMEOUT"]}
