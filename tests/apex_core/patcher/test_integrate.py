@@ -31,10 +31,9 @@ def test_only_the_fast_unchanged_solution_is_integrated(apex_cli, tmp_path):
     slow.write_text(BASELINE.read_text() + "\n\n_baseline = rms_norm\n\n\ndef rms_norm(x, weight, eps):\n"
                     "    _baseline(x, weight, eps)\n    return _baseline(x, weight, eps)\n")
     shutil.copyfile(CANNED, edited)
-    for name, path in (("fast", fast), ("slow", slow), ("edited", edited)):
-        graded = apex_cli("grade", "--task", TASK, "--solution", str(path), "--json")
-        assert graded.returncode == 0, graded.stderr
-        (gradings / f"{name}.json").write_text(graded.stdout)
+    graded = apex_cli("grade", "--task", TASK, "--solution", str(fast), str(slow), str(edited), "--json")  # one process, one pool
+    assert graded.returncode == 0, graded.stderr
+    (gradings / "three.json").write_text(graded.stdout)
     edited.write_text(edited.read_text() + "\n# edited after grading\n")
     (gradings / "notes.json").write_text('{"not": "a grading"}')
     try:
@@ -57,7 +56,7 @@ def test_only_the_fast_unchanged_solution_is_integrated(apex_cli, tmp_path):
         gain = measured["kernel_gain"]
         assert gain["significant"] and gain["median"] > 1.5, measured["verdict"]
         assert gain["interval_method"] == "t on log ratios", "3 rounds: too few for a distribution-free 95% interval"
-        kernel_score = json.loads((gradings / "fast.json").read_text())[0]["score"]["normalized"]
+        kernel_score = json.loads((gradings / "three.json").read_text())[0]["score"]["normalized"]
         assert measured["kernel_score"] == pytest.approx(kernel_score)
         # nothing profiled this workload under --results-dir: no share bounds the gain, so no throughput term
         assert not measured["credited"] and "no profiled share" in measured["reward_note"]
