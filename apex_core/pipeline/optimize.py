@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,16 +40,6 @@ from apex_core.tasks.schema import Task
 
 INFRA_RETRIES = 2
 STALL = 0.05
-
-_grading_locks: dict[str, threading.Lock] = {}
-_locks_guard = threading.Lock()
-
-
-def _device_lock(device: str) -> threading.Lock:
-    """One grading per device at a time: kernels optimized in parallel share the GPUs' timing."""
-    with _locks_guard:
-        return _grading_locks.setdefault(device, threading.Lock())
-
 
 def summarize(result: GradeResult, result_file: Path) -> GradeSummary:
     return GradeSummary(outcome=result.outcome.value, correct=result.correct, speedup=result.speedup,
@@ -79,7 +68,9 @@ def stop_reason(record: KernelRecord, iterations: int, threshold: float) -> str:
 def grade_with_retries(task_id: str, solution: Path, options: GradeOptions, executor: Executor | None = None,
                        target: str | None = None, said: Callable[[str], None] | None = None) -> tuple[GradeResult, int]:
     """A fresh grading (never the cache's), repeated after an infrastructure error (a verdict on the
-    machine, not the solution), one per device at a time; the result and the repeats it took.
+    machine, not the solution); the result and the repeats it took. Two kernels' gradings on one
+    device take turns through the grader's device slot (``grader/slots.py``: exclusive while one
+    times), which holds across processes too; the pipeline keeps no lock of its own.
 
     With an ``executor`` (``--executor ray``) the file's content is graded there, on a GPU of the
     ``target`` arch when one is given; the executor keeps to one grading per GPU itself. ``said``
@@ -90,9 +81,8 @@ def grade_with_retries(task_id: str, solution: Path, options: GradeOptions, exec
     retries = 0
     while True:
         try:
-            if executor is None:
-                with _device_lock(options.device or "default"):
-                    result = grade(task, solution, options, progress=relay)
+            if executor is None:  # kernels optimized in parallel queue on the device's slot, as any gradings do
+                result = grade(task, solution, options, progress=relay)
             else:
                 request = GradingRequest.for_file(task.id, check_solution_file(task, solution), options=options,
                                                   target=target, use_cache=False)

@@ -27,7 +27,7 @@ def workload_spec(state: RunState) -> WorkloadSpec:
 
 def grading_devices(kernels: int) -> list[str | None]:
     """The GPU each kernel's gradings run on: round robin over this machine's GPUs, so kernels
-    optimized in parallel spread over them (one grading per GPU at a time: ``optimize``'s locks);
+    optimized in parallel spread over them (one timed grading per GPU at a time: the grader's device slots);
     None (the grader's default) without GPUs."""
     from apex_core.grader.devices import gpu_count
 
