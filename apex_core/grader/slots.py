@@ -42,7 +42,9 @@ def slots_folder() -> Path:
     the same files (sticky and world-writable, like /tmp itself)."""
     folder = Path(os.environ.get("APEX_SLOTS_DIR") or Path(tempfile.gettempdir()) / "apex-device-slots")
     try:
-        folder.mkdir(mode=0o1777, exist_ok=True)
+        # parents too: a confined agent session sees a private /tmp, where a folder named from
+        # outside (APEX_SLOTS_DIR) does not exist yet
+        folder.mkdir(mode=0o1777, parents=True, exist_ok=True)
         if folder.stat().st_uid == os.geteuid():
             os.chmod(folder, 0o1777)
     except OSError:

@@ -88,3 +88,12 @@ def test_two_threads_of_one_process_never_time_at_once():
     for thread in threads:
         thread.join(timeout=30)
     assert overlaps == [1, 1, 1, 1]
+
+
+def test_a_slots_folder_whose_parents_are_missing_is_made(tmp_path, monkeypatch):
+    """An agent's confined session sees a private /tmp: a folder named from outside is not there yet."""
+    from apex_core.grader import slots
+
+    monkeypatch.setenv("APEX_SLOTS_DIR", str(tmp_path / "not" / "yet" / "slots"))
+    with slots.device_slot("cpu", exclusive=True) as name:
+        assert name == "cpu" and (tmp_path / "not" / "yet" / "slots" / "cpu.lock").is_file()
