@@ -20,6 +20,11 @@ import typer
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+def comma_list(value: str | None) -> tuple[str, ...]:
+    """``"a, b,,c"`` as ``("a", "b", "c")``; nothing given is ``()``."""
+    return tuple(part.strip() for part in value.split(",") if part.strip()) if value else ()
+
+
 def option_name(field: str) -> str:
     return "--" + field.replace("_", "-")
 
@@ -121,7 +126,7 @@ def settings_from(model: type[BaseModel], values: Mapping[str, Any]) -> dict[str
         if value is None and annotation is info.annotation and not info.is_required():
             continue  # an option left empty whose field cannot be None: the field's default
         if _is_list(annotation) and isinstance(value, str):
-            value = tuple(part.strip() for part in value.split(",") if part.strip())
+            value = comma_list(value)
         elif value is not None and not isinstance(value, (str, int, float, bool, tuple)):
             value = str(value)
         settings[name] = value

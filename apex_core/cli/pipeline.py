@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from apex_core.cli.model_options import option_name, options_from, settings_from
+from apex_core.cli.model_options import comma_list, option_name, options_from, settings_from
 from apex_core.cli.output import JsonOption, console, print_json
 from apex_core.pipeline.config import RunConfig
 from apex_core.signatures import parameters_of, with_parameters
@@ -49,10 +49,6 @@ def _run_config(**settings: object) -> RunConfig:
         raise ApexUserError(f"{where}: {first['msg']}" + (f" (got {first['input']!r})" if first["type"] == "literal_error" else "")) from None
 
 
-def _split(value: str | None) -> tuple[str, ...]:
-    return tuple(part.strip() for part in value.split(",") if part.strip()) if value else ()
-
-
 def _run_options(
     results_dir: ResultsOption = Path("results"),
     resume: Annotated[Optional[str], typer.Option(help="Go on with a run: its folder, or 'latest'.")] = None,
@@ -86,7 +82,7 @@ def run_command(**options: Any) -> None:
     from apex_core.cli.live_run import live_run
 
     with live_run("run") as (progress, on_save):
-        state = run_pipeline(config, results_dir, resume=resume_dir, only=_split(stage) or None, progress=progress,
+        state = run_pipeline(config, results_dir, resume=resume_dir, only=comma_list(stage) or None, progress=progress,
                              on_save=on_save)
     _show(state, as_json)
 
