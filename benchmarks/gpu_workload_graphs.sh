@@ -2,6 +2,7 @@
 # GPU check of graph-captured workloads, in one device call each:
 #   bash benchmarks/gpu_workload_graphs.sh               the depth sweep and the other defaults (workload_depth.py), ~8-9 min
 #   MODE=tests bash benchmarks/gpu_workload_graphs.sh    the workloads' GPU tests (tests/apex_core/workloads/test_gpu.py), ~5 min
+#   DEPTH_ARGS="--kernels none --depths full,8,4,2 --families ''" bash benchmarks/gpu_workload_graphs.sh   one sweep only
 # Wheels in .whl/ (../shared/tools/device-wheels.sh) are installed as the earlier H200 runs did; Liger
 # goes into site-packages so the Liger cases run. Everything lands in $OUT.
 set -u
@@ -24,7 +25,8 @@ S=$(date +%s)
 if [ "${MODE:-depth}" = tests ]; then
   timeout ${LIMIT_S:-560} python3 -m pytest -q -m gpu -p no:cacheprovider tests/apex_core/workloads/test_gpu.py 2>&1 | tee "$OUT/gpu-tests.txt"
 else
-  timeout ${LIMIT_S:-570} python3 benchmarks/workload_depth.py --out "$OUT/workload-depth.json" --budget-s ${BUDGET_S:-470} \
+  eval "set -- ${DEPTH_ARGS:-}"  # its words as the shell would split them ('' stays one empty word)
+  timeout ${LIMIT_S:-570} python3 benchmarks/workload_depth.py "$@" --out "$OUT/workload-depth.json" --budget-s ${BUDGET_S:-470} \
     2> "$OUT/workload-depth.log" | tee "$OUT/workload-depth.txt"
   tail -n 40 "$OUT/workload-depth.log"
 fi
