@@ -101,7 +101,7 @@ def _triton() -> Check:
 
 
 def _confinement() -> Check:
-    from apex_core.grader.process import confinement_problem
+    from apex_core.grader import confinement_problem
 
     problem = confinement_problem()
     if problem is None:
@@ -177,7 +177,7 @@ def _writable(what: str, folder: Path) -> Check:
 
 
 def _cache_writable() -> Check:
-    from apex_core.grader.cache import default_cache_dir
+    from apex_core.grader import default_cache_dir
 
     return _writable("cache", default_cache_dir())
 

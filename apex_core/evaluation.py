@@ -14,8 +14,7 @@ from pydantic import BaseModel
 
 from apex_core.agents.base import Agent, AgentRun, preflight
 from apex_core.errors import SolutionFileError
-from apex_core.grader.judge import GradeOptions, grade, result_without_solution
-from apex_core.grader.result import GradeResult
+from apex_core.grader import GradeOptions, GradeResult, grade, result_without_solution
 from apex_core.hardware.target import resolve_target
 from apex_core.prompts import system_prompt, task_prompt
 from apex_core.tasks import get_task

@@ -15,10 +15,7 @@ from typing import Annotated, Any, Literal
 from fastmcp import Context
 from pydantic import BaseModel, BeforeValidator, Field
 
-from apex_core.grader.cache import default_cache_dir
-from apex_core.grader.judge import GradeOptions
-from apex_core.grader.result import GradeResult, Outcome
-from apex_core.grader.service import MAX_STEP_TIMEOUT_S, Ranked, grade_solutions, rank
+from apex_core.grader import MAX_STEP_TIMEOUT_S, GradeOptions, GradeResult, Outcome, Ranked, default_cache_dir, grade_solutions, rank
 from apex_core.hardware.detect import DetectedDevice
 from apex_core.hardware.specs import GpuSpec
 from apex_core.hardware.target import resolve_target

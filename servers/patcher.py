@@ -17,7 +17,7 @@ from fastmcp.exceptions import ToolError
 from pydantic import BaseModel, Field
 
 from apex_core.analysis.identify_run import profiled_shares
-from apex_core.grader.cache import default_cache_dir
+from apex_core.grader import default_cache_dir
 from apex_core.patcher import EnvironmentStatus, RestoreReport, environment_status, restore
 from apex_core.patcher.accuracy import AccuracyReport, accuracy_gate
 from apex_core.patcher.apply import AppliedPatch, apply_solutions

@@ -242,7 +242,7 @@ def source_cache_dir(environ: Mapping[str, str]) -> Path:
     chosen = environ.get(SOURCE_CACHE_ENV)
     if chosen:
         return Path(chosen).expanduser().resolve()
-    from apex_core.grader.cache import default_cache_dir
+    from apex_core.grader import default_cache_dir
 
     return default_cache_dir().resolve()
 
@@ -350,7 +350,7 @@ def _unique(paths: list[str]) -> list[str]:
 
 def main(argv: list[str]) -> int:
     """The launcher: ``python -m apex_core.agents.confine CONFIG -- ARGV``."""
-    from apex_core.grader.reaper import become_subreaper
+    from apex_core.grader import become_subreaper
 
     config = json.loads(argv[1])
     command = argv[argv.index("--") + 1:]

@@ -171,7 +171,7 @@ def tasks_verify(
     as_json: JsonOption = False,
 ) -> None:
     """Baseline correct, reference solution correct and faster, signal and roofline sane (GPU: timed)."""
-    from apex_core.grader.judge import GradeOptions
+    from apex_core.grader import GradeOptions
     from apex_core.tasks import all_tasks, get_task
     from apex_core.suite.verify import verify_task
     from apex_core.suite.verify_runs import append_verdict, read_verdicts, verify_on_devices
@@ -180,7 +180,7 @@ def tasks_verify(
         raise ApexUserError("give exactly one of --task ID or --all")
     device_name = _device_name(device)
     if gpus == 1 and device_name not in (None, "cpu"):
-        from apex_core.grader.devices import require_device
+        from apex_core.grader import require_device
 
         require_device(device_name)  # before any task runs: CPU tasks would never notice a missing GPU
     if resume and jsonl is None:
@@ -365,8 +365,7 @@ def grade(
                                                "product (gfx950, sm_90, mi355x, h200, ...); default: any GPU.")] = None,
 ) -> None:
     """Grade solution files out of process: compile, correctness on all shapes, interleaved timing, score."""
-    from apex_core.grader.judge import GradeOptions
-    from apex_core.grader.service import MAX_STEP_TIMEOUT_S, grade_solutions
+    from apex_core.grader import MAX_STEP_TIMEOUT_S, GradeOptions, grade_solutions
 
     paths = [*solution, *(more or [])]
     if executor not in ("local", "ray"):
@@ -416,7 +415,7 @@ def _grade_on_ray(task: str, paths: list[Path], options, use_cache: bool, addres
 
 
 def _device_name(device: str | None) -> str | None:
-    from apex_core.grader.devices import device_from_option
+    from apex_core.grader import device_from_option
 
     return device_from_option(device)
 

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from apex_core.evaluation import EvalReport
-from apex_core.grader.result import NOT_TIMED, GradeResult
+from apex_core.grader import NOT_TIMED, GradeResult
 from apex_core.hardware.specs import SOURCED_FIELDS
 from apex_core.hardware.target import HardwareTarget
 from apex_core.hardware.measured import MeasuredRates

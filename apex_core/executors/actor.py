@@ -24,11 +24,7 @@ from pydantic import BaseModel
 import apex_core
 from apex_core.errors import ApexUserError
 from apex_core.executors.requests import GradingRequest
-from apex_core.grader import fingerprint
-from apex_core.grader.cache import GradeCache
-from apex_core.grader.devices import gpu_count
-from apex_core.grader.result import GradeResult
-from apex_core.grader.service import environment_key_for, grade_cached
+from apex_core.grader import GradeCache, GradeResult, detected_device, environment, environment_key_for, gpu_count, grade_cached
 from apex_core.tasks import get_task
 
 REMEMBERED = 1024
@@ -120,12 +116,12 @@ class GradingActor:
         gpus = gpu_count() if self.wants_gpu else 0
         if self.wants_gpu and gpus != 1:
             raise RuntimeError(f"actor {self.name} was given one GPU by Ray but torch sees {gpus}")
-        device = fingerprint.detected_device() if gpus else None
+        device = detected_device() if gpus else None
         return ActorFacts(
             name=self.name, node=ray.get_runtime_context().get_node_id(), host=socket.gethostname(), pid=os.getpid(),
             gpu=device.product_name if device else None, arch=device.arch if device else None,
-            cpu_environment_key=fingerprint.environment(False).key(),
-            gpu_environment_key=fingerprint.environment(True).key() if gpus else None,
+            cpu_environment_key=environment(False).key(),
+            gpu_environment_key=environment(True).key() if gpus else None,
             apex_version=apex_core.__version__, omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
         )
 

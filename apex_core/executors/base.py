@@ -27,11 +27,7 @@ from pydantic import BaseModel
 
 from apex_core.errors import ApexUserError, SolutionFileError
 from apex_core.executors.requests import ExecutorName, GradedSolution, GradingRequest
-from apex_core.grader.cache import GradeCache
-from apex_core.grader.ledger import GradingLedger
-from apex_core.grader.result import GradeResult, Outcome
-from apex_core.grader.solution_file import allowed_suffixes
-from apex_core.grader.verdict import provenance
+from apex_core.grader import GradeCache, GradeResult, GradingLedger, Outcome, allowed_suffixes, provenance
 from apex_core.progress import Progress
 from apex_core.score import kernel_score
 from apex_core.tasks import get_task
@@ -212,7 +208,7 @@ def grade_files(executor: Executor, task_id: str, paths: list[Path], fields: dic
     is submitted (so a missing one fails the call with one line); answers in the files' order.
 
     ``fields`` holds the other fields of each ``GradingRequest`` (options, target, use_cache)."""
-    from apex_core.grader.solution_file import check_solution_file
+    from apex_core.grader import check_solution_file
 
     task = get_task(task_id)
     requests = [GradingRequest.for_file(task.id, check_solution_file(task, Path(p)), **fields) for p in paths]

@@ -16,9 +16,7 @@ from apex_core.errors import ApexUserError
 from apex_core.executors.actor import grade_content
 from apex_core.executors.base import DEFAULT_MAX_IN_FLIGHT, Executor
 from apex_core.executors.requests import GradedSolution, GradingRequest, Placement
-from apex_core.grader.cache import GradeCache
-from apex_core.grader.devices import gpu_count, grading_device
-from apex_core.grader.service import cache_key, environment_key_for
+from apex_core.grader import GradeCache, cache_key, environment_key_for, gpu_count, grading_device
 from apex_core.tasks.schema import Task
 
 

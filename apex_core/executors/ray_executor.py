@@ -45,8 +45,7 @@ from apex_core.errors import ApexUserError, UnknownNameError
 from apex_core.executors.actor import ActorFacts, ActorReply, GradingActor
 from apex_core.executors.base import DEFAULT_MAX_IN_FLIGHT, Executor, infra_error_result
 from apex_core.executors.requests import GradedSolution, GradingRequest, Placement
-from apex_core.grader.cache import GradeCache
-from apex_core.grader.service import cache_key
+from apex_core.grader import GradeCache, cache_key
 from apex_core.hardware.target import spec_for_name
 from apex_core.tasks.schema import Task
 

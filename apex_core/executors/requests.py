@@ -15,8 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from apex_core.grader.options import GradeOptions
-from apex_core.grader.result import GradeResult
+from apex_core.grader import GradeOptions, GradeResult
 
 ExecutorName = Literal["local", "ray"]
 EXECUTORS: tuple[str, ...] = ("local", "ray")

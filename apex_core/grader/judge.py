@@ -26,14 +26,11 @@ from apex_core.grader.grading import Grading, GradingFailed
 from apex_core.grader.options import GradeOptions
 from apex_core.grader.process import WorkerFailure, confinement_problem
 from apex_core.grader.result import GradeResult, Outcome
-from apex_core.grader.solution_file import check_solution_file, file_hash
+from apex_core.grader.solution_file import check_solution_file
 from apex_core.grader.state import STATE
 from apex_core.grader.timing import time_with_ceiling
 from apex_core.progress import Progress
-from apex_core.grader.verdict import result_without_solution
 from apex_core.tasks.schema import Task
-
-__all__ = ["GradeOptions", "Progress", "check_solution_file", "file_hash", "grade", "result_without_solution"]
 
 _WORKER_FAILURES = {"timeout": Outcome.timeout, "tampering": Outcome.tampering, "infra_error": Outcome.infra_error}
 

@@ -20,9 +20,12 @@ import apex_core
 from apex_core.grader import fingerprint
 from apex_core.grader.cache import GradeCache, grade_key
 from apex_core.grader.devices import grading_device
-from apex_core.grader.judge import GradeOptions, Progress, check_solution_file, file_hash, grade
+from apex_core.grader.judge import grade
 from apex_core.grader.ledger import GradingLedger
+from apex_core.grader.options import GradeOptions
 from apex_core.grader.result import GradeResult
+from apex_core.grader.solution_file import check_solution_file, file_hash
+from apex_core.progress import Progress
 from apex_core.tasks import get_task
 from apex_core.tasks.schema import Task
 

@@ -107,7 +107,7 @@ def accuracy_gate(spec: WorkloadSpec, results_root: Path, *, prompts: int = DEFA
     Raises ApexUserError (one line) when nothing is patched, the input is out of range, the workload
     cannot be gated here, or the original model itself cannot run; the environment then holds what
     it held before."""
-    from apex_core.grader.confined import require_confinement
+    from apex_core.grader import require_confinement
     from apex_core.patcher.patcher import restore, status
 
     report = reporter(progress)
@@ -229,7 +229,7 @@ def run_arm(name: str, spec: WorkloadSpec, prompts: int, tokens: int, positions:
     """The model as the environment holds it now, in a confined child; its tensors, read and checked."""
     import torch
 
-    from apex_core.grader.confined import ChildFailed, ConfinedChild
+    from apex_core.grader import ChildFailed, ConfinedChild
     from apex_core.patcher.accuracy_worker import OUTPUTS_FILE
 
     with ConfinedChild("apex_core.patcher.accuracy_worker", unconfined=unconfined) as child:

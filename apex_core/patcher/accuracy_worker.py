@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     is the workload's own one-line refusal, e.g. a kernel stack this machine cannot run), then exit."""
     import warnings
 
-    from apex_core.grader.confined import ParentChannel
+    from apex_core.grader import ParentChannel
 
     warnings.simplefilter("ignore")  # transformers' deprecation notes would only fill the log
     channel, _ = ParentChannel.from_argv(list(sys.argv[1:] if argv is None else argv))

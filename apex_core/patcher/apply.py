@@ -57,8 +57,7 @@ def apply_solutions(pairs: list[tuple[str, Path]], results_root: Path, *, cache_
     next apex command once it is gone, however it ended; otherwise they stay until apex patch restore.
     ``graded_sha256``: task id -> the sha256 its grading was of (integrate, MCP apply_patch): bytes
     read here that differ (the file changed after the grading was verified) are not patched in."""
-    from apex_core.grader.confined import require_confinement
-    from apex_core.grader.native import COMPILED_SUFFIXES
+    from apex_core.grader import COMPILED_SUFFIXES, require_confinement
     from apex_core.tasks import get_task
 
     report = reporter(progress)

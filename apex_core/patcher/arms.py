@@ -21,8 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from apex_core.errors import ApexUserError
-from apex_core.grader.confined import ChildFailed, ConfinedChild
-from apex_core.grader.solution_file import file_hash
+from apex_core.grader import ChildFailed, ConfinedChild, file_hash
 from apex_core.patcher.journal import PatchRecord
 from apex_core.workloads.spec import WorkloadSpec
 

@@ -50,7 +50,7 @@ def _token_rows(tokens: object) -> list[list[int]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from apex_core.grader.confined import ParentChannel
+    from apex_core.grader import ParentChannel
     from apex_core.workloads import load
     from apex_core.workloads.spec import WorkloadSpec
 

@@ -48,7 +48,7 @@ def run_model_path(point_id: str, task_id: str, inputs_file: str, outputs_file: 
     module, save the outputs as plain tensors. The verdict is the parent's, not this process's."""
     import torch
 
-    from apex_core.grader.compare import as_output_list
+    from apex_core.grader import as_output_list
     from apex_core.patcher.points import get_point
     from apex_core.tasks import get_task
 
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     """The child: one 'check' request (task, point, device), one reply, then exit."""
     import os
 
-    from apex_core.grader.confined import ParentChannel
+    from apex_core.grader import ParentChannel
 
     channel, _ = ParentChannel.from_argv(list(sys.argv[1:] if argv is None else argv))
     request = channel.receive()
@@ -111,10 +111,7 @@ def verify_in_model(task_id: str, point_id: str, device: str | None, timeout_s: 
     """The parent: inputs out, the confined child run, outputs back, compared with our own reference."""
     import torch
 
-    from apex_core.grader.call_check import argument_copy, on_cpu
-    from apex_core.grader.compare import as_output_list, compare_all
-    from apex_core.grader.confined import ChildFailed, ConfinedChild
-    from apex_core.grader.devices import grading_device
+    from apex_core.grader import ChildFailed, ConfinedChild, argument_copy, as_output_list, compare_all, grading_device, on_cpu
     from apex_core.kernels import seeded
     from apex_core.tasks import get_task
     from apex_core.tasks.schema import load_reference

@@ -32,7 +32,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from apex_core.grader.stats import log_t_interval, median_interval, pairs_for_confidence
+from apex_core.grader import log_t_interval, median_interval, pairs_for_confidence
 
 CONFIDENCE = 0.95
 MIN_PAIRS = pairs_for_confidence(CONFIDENCE)

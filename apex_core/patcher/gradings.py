@@ -20,10 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from apex_core.errors import ApexUserError
-from apex_core.grader.ledger import GradingLedger
-from apex_core.grader.options import GradeOptions
-from apex_core.grader.result import GradeResult, Outcome
-from apex_core.grader.solution_file import file_hash
+from apex_core.grader import GradeOptions, GradeResult, GradingLedger, Outcome, file_hash
 from apex_core.tasks import all_tasks, get_task
 
 WORKSPACES_FOLDER = "output"

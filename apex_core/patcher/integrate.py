@@ -17,8 +17,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from apex_core.errors import ApexUserError
-from apex_core.grader.ledger import GradingLedger
-from apex_core.grader.result import GradeResult
+from apex_core.grader import GradeResult, GradingLedger
 from apex_core.patcher.apply import AppliedPatch, apply_solutions
 from apex_core.patcher.gradings import WORKSPACES_FOLDER, grading_problems, in_agent_workspace
 from apex_core.patcher.points import point_for

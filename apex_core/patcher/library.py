@@ -35,8 +35,7 @@ class BuiltLibrary(BaseModel):
 def build_library(source: Path, build_dir: Path, timeout_s: float = BUILD_TIMEOUT_S, *,
                   unconfined: bool = False) -> BuiltLibrary:
     """Build ``source`` confined; the library is copied into ``build_dir``."""
-    from apex_core.grader.confined import ChildFailed, ConfinedChild
-    from apex_core.grader.native import extension_name
+    from apex_core.grader import ChildFailed, ConfinedChild, extension_name
 
     name = extension_name(source)
     with ConfinedChild("apex_core.patcher.library", unconfined=unconfined) as child:
@@ -59,8 +58,7 @@ def build_library(source: Path, build_dir: Path, timeout_s: float = BUILD_TIMEOU
 
 def main(argv: list[str] | None = None) -> int:
     """The child: one 'build' request, built in the scratch directory, one reply."""
-    from apex_core.grader.confined import ParentChannel
-    from apex_core.grader.native import CompileError, ToolchainMissing, build_extension
+    from apex_core.grader import CompileError, ParentChannel, ToolchainMissing, build_extension
 
     channel, _ = ParentChannel.from_argv(list(sys.argv[1:] if argv is None else argv))
     request = channel.receive()

@@ -65,7 +65,7 @@ def measure_rounds(spec: WorkloadSpec, runs: int, results_root: Path, *, warmup:
                    progress: Progress | None = None) -> Rounds:
     """Load every arm of this environment's applied patches and step them ``runs`` rounds; restore
     the environment whatever happens."""
-    from apex_core.grader.confined import require_confinement
+    from apex_core.grader import require_confinement
     from apex_core.patcher.bench_worker import patched_files
 
     report = reporter(progress)

@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
-from apex_core.grader.result import GradeResult, Outcome, ShapeCheck
+from apex_core.grader import GradeResult, Outcome, ShapeCheck
 
 PYTHON_ERRORS = frozenset(name for name, value in vars(builtins).items()
                           if isinstance(value, type) and issubclass(value, BaseException))

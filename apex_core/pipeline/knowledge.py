@@ -33,8 +33,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from apex_core.errors import ApexUserError
-from apex_core.grader.cache import default_cache_dir
-from apex_core.grader.result import GradeResult, Outcome
+from apex_core.grader import GradeResult, Outcome, default_cache_dir
 from apex_core.pipeline.grading_facts import ErrorClass, FlagName, Shape, error_class, facts_of
 from apex_core.hardware.target import HardwareTarget
 from apex_core.tasks.schema import Language, Task

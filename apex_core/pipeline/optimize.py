@@ -25,10 +25,7 @@ from pathlib import Path
 from apex_core.agents.base import Agent, AgentRun
 from apex_core.errors import SolutionFileError
 from apex_core.executors import Executor, GradingRequest
-from apex_core.grader.judge import check_solution_file, grade, result_without_solution
-from apex_core.grader.ledger import GradingLedger
-from apex_core.grader.options import GradeOptions
-from apex_core.grader.result import GradeResult
+from apex_core.grader import GradeOptions, GradeResult, GradingLedger, check_solution_file, grade, result_without_solution
 from apex_core.hardware.target import HardwareTarget
 from apex_core.pipeline.knowledge import Experiment, KnowledgeBase, graded_on
 from apex_core.pipeline.reflection import reflect

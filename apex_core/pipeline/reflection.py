@@ -14,7 +14,7 @@ instructions.
 
 from __future__ import annotations
 
-from apex_core.grader.result import GradeResult
+from apex_core.grader import GradeResult
 from apex_core.pipeline.grading_facts import FailedCase, GradingFacts, Shape, facts_of
 
 ESCALATION = (

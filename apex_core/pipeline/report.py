@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 
-from apex_core.grader.result import GradeResult
+from apex_core.grader import GradeResult
 from apex_core.storage import atomic_write
 from apex_core.patcher.credit import Gain
 from apex_core.patcher.final import DRIFT_THRESHOLD

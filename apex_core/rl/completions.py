@@ -17,7 +17,7 @@ from typing import Any
 
 from apex_core.errors import ApexUserError
 from apex_core.executors import Executor, GradedSolution, GradingRequest, SolutionContent
-from apex_core.grader.options import GradeOptions
+from apex_core.grader import GradeOptions
 from apex_core.rl.environment import NO_SOLUTION_REWARD
 from apex_core.tasks import get_task
 

@@ -27,7 +27,7 @@ from pydantic import TypeAdapter
 from apex_core.agents.base import AgentRun, AgentToolCall
 from apex_core.errors import ApexUserError
 from apex_core.executors import Executor
-from apex_core.grader.options import GradeOptions
+from apex_core.grader import GradeOptions
 from apex_core.hardware.target import resolve_target
 from apex_core.pipeline.optimize import summarize
 from apex_core.pipeline.trajectory import Trajectory, TrajectoryStep

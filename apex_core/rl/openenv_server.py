@@ -19,7 +19,7 @@ from pydantic import Field
 
 from apex_core.errors import ApexUserError
 from apex_core.executors import Executor
-from apex_core.grader.options import GradeOptions
+from apex_core.grader import GradeOptions
 from apex_core.pipeline.state import GradeSummary
 from apex_core.rl.environment import KernelEnvironment
 from apex_core.rl.models import EpisodeSettings, Submit, ToolCall, ToolName

@@ -19,8 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from apex_core.errors import ApexUserError
 from apex_core.executors import Executor, GradingRequest, SolutionContent
-from apex_core.grader.options import GradeOptions
-from apex_core.grader.result import GradeResult
+from apex_core.grader import GradeOptions, GradeResult
 from apex_core.rl.models import ToolName
 from apex_core.tasks.schema import Task
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from apex_core.errors import ApexUserError
 from apex_core.executors import Executor, make_executor
-from apex_core.grader.options import GradeOptions
+from apex_core.grader import GradeOptions
 from apex_core.rl.completions import CompletionGrader
 from apex_core.rl.environment import episode_prompt, tasks_for
 from apex_core.rl.models import EpisodeSettings

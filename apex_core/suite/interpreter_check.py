@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from apex_core.grader.call_check import check_call
+from apex_core.grader import check_call
 from apex_core.kernels import interpreter_fixes
 from apex_core.tasks.schema import Shape, Task
 

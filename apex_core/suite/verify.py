@@ -15,8 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from apex_core.grader.judge import GradeOptions, grade
-from apex_core.grader.result import GradeResult, Outcome
+from apex_core.grader import GradeOptions, GradeResult, Outcome, grade
 from apex_core.hardware.measured import MeasuredRates
 from apex_core.hardware.specs import GpuSpec
 from apex_core.kernels.roofline import Roofline

@@ -102,7 +102,7 @@ def default_results_root() -> Path:
 
 def workload_environment(spec: WorkloadSpec, extra: dict[str, str] | None = None) -> tuple[dict[str, object], str]:
     """The environment fingerprint of a (resolved) workload, and its key."""
-    from apex_core.grader.fingerprint import environment
+    from apex_core.grader import environment
 
     env = environment(spec.on_gpu)
     packages = dict(env.packages)

@@ -4,8 +4,7 @@ from pathlib import Path
 from apex_core.agents import DryRunAgent
 from apex_core.agents.base import AgentRun
 from apex_core.evaluation import run_eval
-from apex_core.grader.judge import GradeOptions
-from apex_core.grader.result import Outcome
+from apex_core.grader import GradeOptions, Outcome
 
 FAST = GradeOptions(time_budget_s=0.5)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from apex_core.grader.judge import GradeOptions, grade
+from apex_core.grader import GradeOptions, grade
 from apex_core.tasks import get_task
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -29,7 +29,7 @@ def grading_devices(kernels: int) -> list[str | None]:
     """The GPU each kernel's gradings run on: round robin over this machine's GPUs, so kernels
     optimized in parallel spread over them (one timed grading per GPU at a time: the grader's device slots);
     None (the grader's default) without GPUs."""
-    from apex_core.grader.devices import gpu_count
+    from apex_core.grader import gpu_count
 
     count = gpu_count()
     return [f"cuda:{i % count}" if count else None for i in range(kernels)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from apex_core.grader.options import GradeOptions
+from apex_core.grader import GradeOptions
 from apex_core.pipeline.optimize import grade_with_retries, summarize
 from apex_core.pipeline.stages.common import GRADINGS_DIR, Skip, grading_executor
 from apex_core.pipeline.state import RunState

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from apex_core.errors import ApexUserError
-from apex_core.grader.options import GradeOptions
+from apex_core.grader import GradeOptions
 from apex_core.hardware.target import resolve_target
 from apex_core.pipeline.knowledge import KnowledgeBase
 from apex_core.pipeline.optimize import optimize_kernel

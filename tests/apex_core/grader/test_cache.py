@@ -6,7 +6,7 @@ import stat
 from pathlib import Path
 
 from apex_core.grader.cache import KEY_FILE, GradeCache
-from apex_core.grader.judge import result_without_solution
+from apex_core.grader import result_without_solution
 from apex_core.tasks import get_task
 
 KEY = "ab" + "0" * 62

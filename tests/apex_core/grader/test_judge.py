@@ -8,8 +8,7 @@ import pytest
 
 from apex_core.errors import SolutionFileError
 from apex_core.grader.calibration import calibrate
-from apex_core.grader.judge import GradeOptions, grade
-from apex_core.grader.result import Outcome
+from apex_core.grader import GradeOptions, Outcome, grade
 from apex_core.grader.timing import time_all
 from apex_core.tasks import get_task
 
@@ -186,7 +185,7 @@ def test_a_task_whose_reference_is_tolerance_sized_is_the_tasks_fault(task):
 
 def test_the_magpie_backend_without_magpie_installed_is_a_user_error_before_anything_runs(monkeypatch):
     from apex_core.errors import ApexUserError
-    from apex_core.grader.judge import GradeOptions, grade
+    from apex_core.grader import GradeOptions, grade
 
     monkeypatch.delenv("MAGPIE_ROOT", raising=False)
     with pytest.raises(ApexUserError, match="MAGPIE_ROOT"):
@@ -199,8 +198,7 @@ def test_an_unknown_backend_on_the_command_line_is_one_clear_line(apex_cli):
 
 
 def test_the_baseline_compiles_into_a_cache_of_its_own_that_solutions_cannot_reach():
-    from apex_core.grader.cache import default_cache_dir
-    from apex_core.grader.judge import file_hash
+    from apex_core.grader import default_cache_dir, file_hash
 
     task = get_task("cpu-mini__rms_norm")
     result = grade(task, CANNED, GradeOptions(warm_pool=False, time_budget_s=0.05))
@@ -212,7 +210,7 @@ def test_the_baseline_compiles_into_a_cache_of_its_own_that_solutions_cannot_rea
 def test_the_shift_measured_in_the_solutions_worker_before_the_import_corrects_its_speedup(task):
     # On a GPU the judge does this itself (``calibration.calibrates``); the same steps on the CPU task:
     # the fresh worker times our baseline first, then loads the solution.
-    from apex_core.grader.grading import Grading
+    from apex_core.grader import Grading
 
     run = Grading(task, CANNED, GradeOptions(warm_pool=False, time_budget_s=0.1, timeout_s=30))
     with run.start_worker() as candidate:
@@ -229,7 +227,7 @@ def test_the_shift_measured_in_the_solutions_worker_before_the_import_corrects_i
 
 
 def test_long_calls_are_not_calibrated(task):
-    from apex_core.grader.grading import Grading
+    from apex_core.grader import Grading
 
     run = Grading(task, CANNED, GradeOptions(warm_pool=False, time_budget_s=0.1, timeout_s=30))
     with run.start_worker() as candidate:
@@ -239,7 +237,7 @@ def test_long_calls_are_not_calibrated(task):
 
 
 def test_a_worker_that_was_not_calibrated_gets_no_correction(task):
-    from apex_core.grader.grading import Grading
+    from apex_core.grader import Grading
 
     run = Grading(task, CANNED, GradeOptions(warm_pool=False, time_budget_s=0.1, timeout_s=30))
     with run.start_worker() as calibrated:
@@ -251,7 +249,7 @@ def test_a_worker_that_was_not_calibrated_gets_no_correction(task):
 
 
 def test_a_shape_known_to_be_long_from_an_earlier_grading_is_not_even_staged(task, monkeypatch):
-    from apex_core.grader.grading import Grading
+    from apex_core.grader import Grading
     from apex_core.grader.state import STATE
 
     run = Grading(task, CANNED, GradeOptions(warm_pool=False, time_budget_s=0.1, timeout_s=30))

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from apex_core.errors import SolutionFileError
-from apex_core.grader.judge import check_solution_file
+from apex_core.grader import check_solution_file
 from apex_core.grader.native import (
     HIP_ON_CUDA_DIR,
     CompileError,
@@ -165,8 +165,7 @@ def test_a_cpp_solution_builds_and_runs(tmp_path):
 
 @pytest.mark.slow
 def test_a_compiled_solution_is_graded_through_the_worker(tmp_path):
-    from apex_core.grader.judge import GradeOptions, grade
-    from apex_core.grader.result import Outcome
+    from apex_core.grader import GradeOptions, Outcome, grade
 
     task = get_task("llama-3-1-8b-instruct__rms_norm").model_copy(
         update={"language": "hip", "test_shapes": [{"tokens": 3, "hidden": 4096}], "hidden_shapes": []}

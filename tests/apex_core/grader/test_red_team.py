@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from apex_core.grader.judge import GradeOptions, grade
-from apex_core.grader.result import Outcome
+from apex_core.grader import GradeOptions, Outcome, grade
 from apex_core.tasks import get_task
 
 FAST = GradeOptions(time_budget_s=0.5, timeout_s=30)
@@ -163,7 +162,7 @@ def test_an_edit_to_apex_by_another_process_during_a_confined_grading_voids_it_a
     # Confined, the solution cannot write Apex's files (test_sandbox.py): a change seen afterwards
     # came from elsewhere (here: the test, as a developer's editor would), so it is neither
     # the solution's tampering nor undone.
-    from apex_core.grader.process import confinement_problem
+    from apex_core.grader import confinement_problem
 
     if confinement_problem():
         pytest.skip(f"solutions cannot be confined here: {confinement_problem()}")

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from apex_core.grader.judge import GradeOptions, grade
-from apex_core.grader.result import Outcome
+from apex_core.grader import GradeOptions, Outcome, grade
 from apex_core.tasks import get_task
 
 _spec = importlib.util.spec_from_file_location("red_team_gpu_solutions", Path(__file__).parent / "red_team_gpu_solutions.py")

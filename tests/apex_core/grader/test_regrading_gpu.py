@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from apex_core.grader.judge import GradeOptions, grade
+from apex_core.grader import GradeOptions, grade
 from apex_core.tasks import get_task
 
 pytestmark = pytest.mark.gpu

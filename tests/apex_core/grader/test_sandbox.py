@@ -23,11 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from apex_core.grader import sandbox
-from apex_core.grader.cache import default_cache_dir
-from apex_core.grader.judge import GradeOptions, grade
+from apex_core.grader import GradeOptions, default_cache_dir, grade, sandbox
 from apex_core.grader.reaper import descendants
-from apex_core.grader.result import Outcome
+from apex_core.grader import Outcome
 from apex_core.tasks import get_task
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -315,7 +313,7 @@ _JUDGE = textwrap.dedent(
     """
     import json, sys
     from pathlib import Path
-    from apex_core.grader.judge import GradeOptions, grade
+    from apex_core.grader import GradeOptions, grade
     from apex_core.tasks import get_task
     task = get_task("cpu-mini__rms_norm")
     results = [grade(task, Path(p), GradeOptions(timing=False, timeout_s=30)) for p in sys.argv[1:]]
@@ -448,7 +446,7 @@ def test_a_path_entry_that_would_show_the_home_or_tmp_is_left_out(tmp_path, monk
 
 
 def test_a_confined_workers_compile_cache_copy_returns_its_new_regular_files_only(tmp_path):
-    from apex_core.grader.process import WorkerProcess, WorkerSpec
+    from apex_core.grader import WorkerProcess, WorkerSpec
 
     shared = tmp_path / "compile" / "abc"
     shared.mkdir(parents=True)

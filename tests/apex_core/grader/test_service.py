@@ -3,9 +3,7 @@ from pathlib import Path
 import pytest
 
 from apex_core.errors import SolutionFileError, UnknownNameError
-from apex_core.grader.cache import GradeCache
-from apex_core.grader.judge import GradeOptions
-from apex_core.grader.service import grade_solutions, rank
+from apex_core.grader import GradeCache, GradeOptions, grade_solutions, rank
 
 CANNED = Path(__file__).resolve().parents[3] / "apex_core" / "agents" / "canned" / "cpu-mini__rms_norm.py"
 FAST = GradeOptions(time_budget_s=0.3)
@@ -96,7 +94,7 @@ def test_a_device_the_task_cannot_use_is_refused_even_when_a_verdict_is_cached(t
 
 
 def test_options_that_do_not_change_the_measurement_do_not_change_the_cache_key():
-    from apex_core.grader.service import cache_key
+    from apex_core.grader import cache_key
 
     def key(options: GradeOptions) -> str:
         return cache_key("task", "solution", "environment", options)

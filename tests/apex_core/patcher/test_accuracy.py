@@ -70,9 +70,7 @@ def test_a_near_miss_the_grader_passes_fails_the_gate_and_bisection_rolls_back_o
 
     A correct Torch RoPE is applied beside it, so the failing pair must be bisected: RoPE alone
     passes, the near miss is rolled back, RoPE stays."""
-    from apex_core.grader.judge import grade
-    from apex_core.grader.options import GradeOptions
-    from apex_core.grader.result import Outcome
+    from apex_core.grader import GradeOptions, Outcome, grade
     from apex_core.tasks import get_task
 
     near_miss, rope = tmp_path / "near_miss.py", tmp_path / "rope.py"

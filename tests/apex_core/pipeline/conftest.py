@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from apex_core.grader.judge import result_without_solution
-from apex_core.grader.result import GradeResult, Outcome, ShapeCheck
+from apex_core.grader import GradeResult, Outcome, ShapeCheck, result_without_solution
 from apex_core.tasks import get_task
 
 
