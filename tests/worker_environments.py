@@ -29,7 +29,7 @@ import sysconfig
 import venv
 from pathlib import Path
 
-from apex_core.grader.scratch import process_alive
+from apex_core.grader.isolation.scratch import process_alive
 
 MARKER = "apex-test-worker.txt"
 """In each worker environment's root: how a worker knows it has an environment of its own."""

@@ -4,9 +4,8 @@
 ``timing``, ``timed_checks``, ``verdict``), all working on one ``grading.Grading``; ``compare``,
 ``stats``, ``trace_checks``, ``prescan`` and ``integrity`` decide; ``state`` holds what the
 gradings of one process share; ``service`` is what the CLI, the MCP server and the executors call;
-``cache``, ``ledger`` and ``signing`` keep verdicts. ``worker`` is the child that runs a solution
-(under ``reaper`` and ``sandbox``, with ``process`` as the judge's handle and ``pool`` keeping
-workers warm); ``wire`` is their channel; ``native`` builds HIP/CUDA/C++ solutions. ``magpie`` is
+``cache``, ``ledger`` and ``signing`` keep verdicts. ``isolation`` is how a candidate runs at all:
+in a confined child process that the judge reaches only over a checked channel. ``magpie`` is
 the Magpie backend, with a front door of its own.
 
 This module is the grader's front door: code outside the package imports from here (or from
@@ -70,31 +69,31 @@ _EXPORTS: dict[str, str] = {
     "median_interval": "stats",
     "pairs_for_confidence": "stats",
     # Running other code confined as a candidate is: the patcher's children, agent sessions.
-    "ChildFailed": "confined",
-    "ConfinedChild": "confined",
-    "ParentChannel": "confined",
-    "require_confinement": "confined",
-    "confinement_problem": "process",
-    "become_subreaper": "reaper",
+    "ChildFailed": "isolation.confined",
+    "ConfinedChild": "isolation.confined",
+    "ParentChannel": "isolation.confined",
+    "require_confinement": "isolation.confined",
+    "confinement_problem": "isolation.process",
+    "become_subreaper": "isolation.reaper",
     # Building HIP/CUDA/C++ sources as the worker does (the patcher's native library).
-    "COMPILED_SUFFIXES": "native",
-    "CompileError": "native",
-    "ToolchainMissing": "native",
-    "build_extension": "native",
-    "extension_name": "native",
+    "COMPILED_SUFFIXES": "isolation.native",
+    "CompileError": "isolation.native",
+    "ToolchainMissing": "isolation.native",
+    "build_extension": "isolation.native",
+    "extension_name": "isolation.native",
     # The machinery itself, for the benchmarks that measure it.
     "Grading": "grading",
     "launch_cover_ns": "timing",
-    "PACKAGE_PARENT": "process",
-    "Worker": "worker",
-    "WorkerProcess": "process",
-    "WorkerSpec": "process",
-    "worker_environment": "process",
+    "PACKAGE_PARENT": "isolation.process",
+    "Worker": "isolation.worker",
+    "WorkerProcess": "isolation.process",
+    "WorkerSpec": "isolation.process",
+    "worker_environment": "isolation.process",
 }
 """Exported name -> the submodule (relative to this package) that defines it."""
 
 _NAMESPACES: dict[str, str] = {
-    "sandbox": "sandbox",
+    "sandbox": "isolation.sandbox",
 }
 """Exported as a whole module: the sandbox is a toolkit of low-level calls (``spawn``, ``View``,
 ``worker_view``, ``SandboxError``) that read right only with their prefix; agent sessions are

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import shutil
 
-from apex_core.grader import protocol, stats
+from apex_core.grader import stats
+from apex_core.grader.isolation import protocol
 from apex_core.grader.grading import Grading, require_ok
-from apex_core.grader.process import WorkerProcess
+from apex_core.grader.isolation.process import WorkerProcess
 from apex_core.grader.state import STATE
 from apex_core.grader.timing import launch_cover_ns, stage, time_rounds, timing_plan
 

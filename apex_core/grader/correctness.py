@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from apex_core.grader import digest, protocol
+from apex_core.grader.isolation import digest, protocol
 from apex_core.grader.compare import Comparison, as_float64, compare_all, dtype_name
 from apex_core.grader.grading import Grading, GradingFailed, case_seed, payload_limit
-from apex_core.grader.payload import decode_values
-from apex_core.grader.process import WorkerProcess
+from apex_core.grader.isolation.payload import decode_values
+from apex_core.grader.isolation.process import WorkerProcess
 from apex_core.grader.result import Outcome, ShapeCheck
 from apex_core.tasks.schema import Shape
 

@@ -23,8 +23,8 @@ from apex_core.grader import fingerprint, slots
 from apex_core.grader.cache import default_cache_dir
 from apex_core.grader.compare import as_output_list
 from apex_core.grader.options import GradeOptions
-from apex_core.grader.pool import POOL
-from apex_core.grader.process import TIMING_CORES, WorkerProcess, WorkerSpec, sandbox_identity
+from apex_core.grader.isolation.pool import POOL
+from apex_core.grader.isolation.process import TIMING_CORES, WorkerProcess, WorkerSpec, sandbox_identity
 from apex_core.grader.result import Outcome, ShapeCheck, ShapeTiming
 from apex_core.grader.solution_file import file_hash
 from apex_core.grader.state import STATE

@@ -24,7 +24,7 @@ from apex_core.grader import correctness, fingerprint, integrity, prescan, verdi
 from apex_core.grader.calibration import calibrate, calibrates
 from apex_core.grader.grading import Grading, GradingFailed
 from apex_core.grader.options import GradeOptions
-from apex_core.grader.process import WorkerFailure, confinement_problem
+from apex_core.grader.isolation.process import WorkerFailure, confinement_problem
 from apex_core.grader.result import GradeResult, Outcome
 from apex_core.grader.solution_file import check_solution_file
 from apex_core.grader.state import STATE

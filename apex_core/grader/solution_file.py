@@ -7,7 +7,7 @@ import hashlib
 from pathlib import Path
 
 from apex_core.errors import SolutionFileError
-from apex_core.grader import native
+from apex_core.grader.isolation import native
 from apex_core.tasks.schema import Task
 
 

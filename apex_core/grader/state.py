@@ -15,7 +15,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from apex_core.grader.process import WorkerProcess, WorkerSpec
+from apex_core.grader.isolation.process import WorkerProcess, WorkerSpec
 
 BASELINE_WORKERS_KEPT = 4
 """The most recently used idle baseline workers stay; each holds a device context and staged inputs."""

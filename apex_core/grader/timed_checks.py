@@ -11,13 +11,14 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from apex_core.grader import protocol, trace_checks, wall_clock
+from apex_core.grader import trace_checks, wall_clock
+from apex_core.grader.isolation import protocol
 from apex_core.grader.compare import compare_all
 from apex_core.grader.grading import PAYLOAD_SLACK_BYTES, Grading, GradingFailed, payload_limit, require_ok
-from apex_core.grader.payload import decode_values
-from apex_core.grader.process import WorkerProcess
+from apex_core.grader.isolation.payload import decode_values
+from apex_core.grader.isolation.process import WorkerProcess
 from apex_core.grader.result import Outcome
-from apex_core.grader.rotation import CallRotation
+from apex_core.grader.isolation.rotation import CallRotation
 from apex_core.grader.state import STATE
 from apex_core.tasks.schema import Shape
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 import secrets
 import time
 
-from apex_core.grader import protocol, stats, timed_checks
+from apex_core.grader import stats, timed_checks
+from apex_core.grader.isolation import protocol
 from apex_core.grader.grading import Grading, case_seed, machine, require_ok
-from apex_core.grader.process import WorkerProcess
+from apex_core.grader.isolation.process import WorkerProcess
 from apex_core.grader.result import ShapeTiming
-from apex_core.grader.rotation import CallRotation
+from apex_core.grader.isolation.rotation import CallRotation
 from apex_core.grader.state import STATE
 from apex_core.hardware.specs import GpuSpec
 from apex_core.tasks.schema import Shape

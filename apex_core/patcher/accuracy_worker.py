@@ -1,5 +1,5 @@
 """One arm of the accuracy gate, in a confined child: ``python -m apex_core.patcher.accuracy_worker
---apex-channel R,W`` (started by ``accuracy.run_arm`` through ``apex_core.grader.confined``).
+--apex-channel R,W`` (started by ``accuracy.run_arm`` through ``apex_core.grader.isolation.confined``).
 
 The child builds the workload's model exactly as the workload does (``apex_core.workloads.load``:
 its kernel stacks, its random weights from the spec's seed), with whatever the environment holds at

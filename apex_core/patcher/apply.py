@@ -3,7 +3,7 @@
 For each (task, solution): the task's patch point on this machine; the solution copied beside
 the target module (a HIP/CUDA/C++ solution first built, in a confined child process, into the
 shared library that is copied instead) and the adapter appended to it, both under the journal; then,
-in a child process confined as a grading worker is (``apex_core.grader.confined``), the patched
+in a child process confined as a grading worker is (``apex_core.grader.isolation.confined``), the patched
 module imported and the task's test shapes run through the model's own module against the
 reference. A patch whose import, call path or outputs fail, or that crashes or hangs the child, is
 rolled back alone with the reason; the others stay applied. ``unconfined`` (``--unconfined``) runs

@@ -3,8 +3,9 @@
 
 The final benchmark keeps one of these per arm (original, control, candidate, leave-one-out), each
 started while the environment held that arm's patches, so it keeps the code it imported. They are
-confined as grading workers are (``apex_core.grader.confined``), since every arm but the original
-runs patched code, and the original runs under the same conditions so the arms compare fairly.
+confined as grading workers are (``apex_core.grader.isolation.confined``), since every arm but the
+original runs patched code, and the original runs under the same conditions so the arms compare
+fairly.
 
 Protocol, on the private pipe pair (never stdout, which the solution shares): ``load`` (the spec
 and, for a server in a container, the patched files to mount) answers the workload's notes;

@@ -2,7 +2,7 @@
 (``python -m apex_core.patcher.check``), the verdict is the parent's (``verify_in_model``).
 
 The parent draws the task's test inputs from fixed seeds and writes them into the child's scratch
-directory. The child, confined as a grading worker is (``apex_core.grader.confined``: read-only
+directory. The child, confined as a grading worker is (``apex_core.grader.isolation.confined``: read-only
 site-packages with the patched files in it, no home, no network), imports the patched module
 (which runs the adapter and loads the solution), makes sure the stack's call now reaches the
 solution, runs every input set through the model's own module (not through the solution directly)

@@ -1,14 +1,14 @@
 """Building a HIP/CUDA/C++ solution into the shared library a patch loads.
 
 The build runs in a confined child process (``python -m apex_core.patcher.library``, started by
-``apex_core.grader.confined``) with the grader's own builder (``apex_core.grader.native``:
-cpp_extension, hipcc on ROCm, nvcc with the HIP shim on NVIDIA stand-ins), because building
-imports the module, which runs the solution's static initialisers, and the compiler reads whatever
-the source includes: neither may happen with the user's rights. The parent trusts nothing the child
-says: the library's name follows from the source's hash, and the file must be a regular file in
-the child's scratch directory, which the parent copies out. Verified on the CPU (a C++ solution,
-host compiler) in CI; HIP on NVIDIA through the shim is the grader's tested path; hipcc on ROCm is
-not verified here.
+``apex_core.grader.isolation.confined``) with the grader's own builder
+(``apex_core.grader.isolation.native``: cpp_extension, hipcc on ROCm, nvcc with the HIP shim on
+NVIDIA stand-ins), because building imports the module, which runs the solution's static
+initialisers, and the compiler reads whatever the source includes: neither may happen with the
+user's rights. The parent trusts nothing the child says: the library's name follows from the
+source's hash, and the file must be a regular file in the child's scratch directory, which the
+parent copies out. Verified on the CPU (a C++ solution, host compiler) in CI; HIP on NVIDIA
+through the shim is the grader's tested path; hipcc on ROCm is not verified here.
 """
 
 from __future__ import annotations

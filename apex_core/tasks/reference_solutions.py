@@ -3,7 +3,7 @@
 Every task ships with a solution we wrote: it proves the task solvable, sets the bar and is the
 SFT target of ``apex tasks export``. Graded agents must never see it, so prompts and tools never
 name this directory, agent runs deny reads of it, and the grader's sandboxed user cannot enter it
-(see ``apex_core.grader.process``).
+(see ``apex_core.grader.isolation.process``).
 
 Solutions are kept per kernel, so that code that is the same for every model exists once:
 

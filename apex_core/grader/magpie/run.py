@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from apex_core.grader import process
+from apex_core.grader.isolation import process
 from apex_core.grader.magpie.errors import MagpieError, one_line
 from apex_core.grader.magpie.workspace import MagpieWorkspace
 
@@ -94,7 +94,7 @@ def run_magpie(
     started = time.monotonic()
     with open(workspace.log, "wb") as log:
         proc = subprocess.Popen(
-            [python, "-s", "-m", "apex_core.grader.reaper", json.dumps(config), "--", *argv],
+            [python, "-s", "-m", "apex_core.grader.isolation.reaper", json.dumps(config), "--", *argv],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -115,7 +115,7 @@ def run_magpie(
 
 
 def check_run(run: MagpieRun, workspace: MagpieWorkspace, timeout_s: float) -> None:
-    from apex_core.grader.reaper import MEMORY_EXCEEDED_EXIT, MEMORY_MARKER
+    from apex_core.grader.isolation.reaper import MEMORY_EXCEEDED_EXIT, MEMORY_MARKER
 
     if run.timed_out:
         raise MagpieError("timeout", f"Magpie did not finish within {timeout_s:g} s; its process tree was killed")

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from apex_core.grader import process
+from apex_core.grader.isolation import process
 from apex_core.grader.magpie.errors import LatencyMethod, MagpieError
 from apex_core.grader.magpie.install import require_magpie_root
 from apex_core.grader.magpie.report import MagpieKernelResult, MagpieReport, parse_compare_report

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from apex_core.grader import process
+from apex_core.grader.isolation import process
 from apex_core.grader.magpie.errors import LatencyMethod, Role
 from apex_core.tasks.schema import Shape, Task
 
@@ -170,7 +170,7 @@ _HERE = _Path(__file__).resolve().parent
 def _load_entry_point():
     source = _HERE / _SPEC["source"]
     if source.suffix in (".hip", ".cu", ".cpp"):
-        from apex_core.grader import native
+        from apex_core.grader.isolation import native
 
         module = native.build_extension(source, _Path(_SPEC["build_dir"]))
     else:
@@ -203,7 +203,7 @@ def _main(argv):
             if torch is not None and torch.cuda.is_available():
                 torch.cuda.synchronize()
     except BaseException as exc:  # reported to Magpie as this command's failure
-        from apex_core.grader.worker import describe_exception
+        from apex_core.grader.isolation.worker import describe_exception
 
         print("apex-magpie: " + describe_exception(exc, str(_HERE / _SPEC["source"])), file=_sys.stderr)
         return 1

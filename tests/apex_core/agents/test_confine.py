@@ -136,7 +136,7 @@ def test_the_host_login_is_copied_in_and_a_session_cannot_change_the_users_own(t
 
 @needs_confinement
 def test_a_grader_started_inside_a_session_still_confines_the_solutions_it_runs(tmp_path):
-    code = "from apex_core.grader.process import confinement_problem; print(confinement_problem())"
+    code = "from apex_core.grader.isolation.process import confinement_problem; print(confinement_problem())"
     with confine.Session("claude", [tmp_path]) as session:
         done = _run(session, code, tmp_path)
     assert done.returncode == 0 and done.stdout.strip() == "None", done.stdout + done.stderr

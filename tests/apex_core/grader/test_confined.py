@@ -1,5 +1,5 @@
-"""The channel between Apex and a confined child (``grader/confined.py``): every reply must repeat
-the nonce of the request it answers, so code in the child that writes the worker's messages itself
+"""The channel between Apex and a confined child (``grader/isolation/confined.py``): every reply must
+repeat the nonce of the request it answers, so code in the child that writes the worker's messages itself
 (a forged timing, a reply written before the request) ends the child instead of being believed
 (issue 28, class 2). An honest child is the control: the same channel answers it."""
 
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from apex_core.grader.confined import ChildFailed, ConfinedChild
+from apex_core.grader.isolation.confined import ChildFailed, ConfinedChild
 
 CHILD = '''
 import sys
 
-from apex_core.grader import wire
-from apex_core.grader.confined import ParentChannel
+from apex_core.grader.isolation import wire
+from apex_core.grader.isolation.confined import ParentChannel
 
 channel, (mode,) = ParentChannel.from_argv(sys.argv[1:])
 if mode == "ahead":  # a timing written before any request, with a nonce it had to guess

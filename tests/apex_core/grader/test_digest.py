@@ -1,7 +1,7 @@
 import numpy as np
 import torch
 
-from apex_core.grader.digest import CHUNK, array_digest, input_digests
+from apex_core.grader.isolation.digest import CHUNK, array_digest, input_digests
 
 
 def test_a_view_and_its_contiguous_copy_have_the_same_digest():

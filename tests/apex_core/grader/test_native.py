@@ -7,7 +7,7 @@ import torch
 
 from apex_core.errors import SolutionFileError
 from apex_core.grader import check_solution_file
-from apex_core.grader.native import (
+from apex_core.grader.isolation.native import (
     HIP_ON_CUDA_DIR,
     CompileError,
     ToolchainMissing,

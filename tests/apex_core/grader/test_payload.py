@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from apex_core.grader.payload import ALIGN, decode_values, encode_values
+from apex_core.grader.isolation.payload import ALIGN, decode_values, encode_values
 
 
 def round_trip(values, library):

@@ -3,8 +3,8 @@
 import threading
 import time
 
-from apex_core.grader.pool import WorkerPool
-from apex_core.grader.process import WorkerSpec
+from apex_core.grader.isolation.pool import WorkerPool
+from apex_core.grader.isolation.process import WorkerSpec
 
 SPEC = WorkerSpec(library="numpy", device="cpu")
 
@@ -99,7 +99,7 @@ def test_real_worker_processes_fill_the_pool_and_are_killed_at_shutdown():
 
 
 def test_a_pool_found_empty_keeps_one_more_worker_ready_from_then_on(monkeypatch):
-    monkeypatch.setattr("apex_core.grader.pool.MAX_READY", 8)  # as on a GPU host, whatever this machine has
+    monkeypatch.setattr("apex_core.grader.isolation.pool.MAX_READY", 8)  # as on a GPU host, whatever this machine has
     pool = WorkerPool(ready_per_spec=2, start_worker=SlowStartingWorker)
     pool.take(SPEC, timeout_s=5)  # nothing ready yet: started on the spot, and the pool grows
     pool.prepare(SPEC)
@@ -110,8 +110,8 @@ def test_a_pool_found_empty_keeps_one_more_worker_ready_from_then_on(monkeypatch
 
 
 def test_closing_a_worker_twice_leaves_the_channel_of_a_worker_started_in_between_alone():
-    from apex_core.grader import protocol
-    from apex_core.grader.process import WorkerProcess
+    from apex_core.grader.isolation import protocol
+    from apex_core.grader.isolation.process import WorkerProcess
 
     first = WorkerProcess(SPEC, timeout_s=60)
     first.close()

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from apex_core.grader import protocol
+from apex_core.grader.isolation import protocol
 
 EXAMPLES = [
     protocol.Init(library="torch", device="cuda:1", cpu=15),

@@ -12,7 +12,7 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 _JUDGE_THAT_DIES = textwrap.dedent(
     """
     import os
-    from apex_core.grader.process import WorkerProcess, WorkerSpec
+    from apex_core.grader.isolation.process import WorkerProcess, WorkerSpec
     worker = WorkerProcess(WorkerSpec(library="numpy", device="cpu"), timeout_s=60)
     print(worker.scratch, flush=True)
     os._exit(0)  # no close(): the judge is simply gone
@@ -34,7 +34,7 @@ def test_a_worker_whose_judge_exits_without_closing_it_leaves_no_scratch_directo
 def test_the_tree_below_a_process_is_found_whole_by_its_children_lists():
     import threading
 
-    from apex_core.grader import reaper
+    from apex_core.grader.isolation import reaper
 
     if not reaper.CHILDREN_LISTED:
         import pytest

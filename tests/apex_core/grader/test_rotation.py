@@ -1,6 +1,6 @@
 import pytest
 
-from apex_core.grader.rotation import CallRotation
+from apex_core.grader.isolation.rotation import CallRotation
 
 
 def test_at_staging_the_buffers_take_the_staged_input_sets_in_turn():

@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from apex_core.grader import GradeOptions, default_cache_dir, grade, sandbox
-from apex_core.grader.reaper import descendants
+from apex_core.grader import GradeOptions, default_cache_dir, grade
+from apex_core.grader.isolation import sandbox
+from apex_core.grader.isolation.reaper import descendants
 from apex_core.grader import Outcome
 from apex_core.tasks import get_task
 

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from apex_core.grader import scratch
+from apex_core.grader.isolation import scratch
 
 
 def _dead_pid() -> int:

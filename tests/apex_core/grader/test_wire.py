@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from apex_core.grader import wire
-from apex_core.grader.payload import decode_values, encode_values
+from apex_core.grader.isolation import wire
+from apex_core.grader.isolation.payload import decode_values, encode_values
 
 needs_sealed_files = pytest.mark.skipif(wire.SharedFile.create() is None, reason="no sealable memory files here")
 

@@ -27,7 +27,7 @@ _SOLUTION = textwrap.dedent(
 _SCRIPT = textwrap.dedent(
     """
     import json, os, sys
-    from apex_core.grader.worker import Worker
+    from apex_core.grader.isolation.worker import Worker
     from apex_core.tasks import get_task
     task = get_task("cpu-mini__rms_norm")
     worker = Worker("numpy", "cpu")
@@ -61,7 +61,7 @@ def test_the_first_call_at_a_shape_runs_on_the_free_cores_and_timed_calls_on_the
 
 
 def test_a_kept_stage_is_taken_up_again_with_the_same_buffers():
-    from apex_core.grader.worker import Worker
+    from apex_core.grader.isolation.worker import Worker
     from apex_core.tasks import get_task
 
     task = get_task("cpu-mini__rms_norm")
@@ -80,7 +80,7 @@ def test_a_kept_stage_is_taken_up_again_with_the_same_buffers():
 
 
 def test_taking_up_a_stage_that_was_never_kept_is_an_infrastructure_error():
-    from apex_core.grader.worker import Worker
+    from apex_core.grader.isolation.worker import Worker
 
     reply = Worker("numpy", "cpu").select("nothing")
     assert reply["ok"] is False and reply["kind"] == "infra_error"

@@ -133,7 +133,7 @@ CUDA_ONLY = ("cuda", "<<<", "_sync(", "__nv_", "cub::", "cooperative_groups")
 
 
 def test_the_hip_task_is_the_llama_rms_norm_in_hip_with_portable_sources():
-    from apex_core.grader.native import kernel_names
+    from apex_core.grader.isolation.native import kernel_names
     from apex_core.tasks.reference_solutions import reference_solution_path
 
     hip, triton_task = get_task("llama-3-1-8b-instruct__rms_norm_hip"), get_task("llama-3-1-8b-instruct__rms_norm")

@@ -64,7 +64,7 @@ CUDA_ONLY = ("cuda", "<<<", "_sync(", "__nv_", "cub::", "cooperative_groups")
 
 
 def test_the_hip_task_is_the_llama_silu_and_mul_in_hip_with_portable_sources():
-    from apex_core.grader.native import kernel_names
+    from apex_core.grader.isolation.native import kernel_names
     from apex_core.tasks.reference_solutions import reference_solution_path
 
     hip, triton_task = get_task("llama-3-1-8b-instruct__silu_and_mul_hip"), get_task("llama-3-1-8b-instruct__silu_and_mul")

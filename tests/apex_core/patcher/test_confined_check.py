@@ -4,7 +4,7 @@ from the in-model check, a final benchmark's worker or the accuracy gate gets no
 patch still passes on its merits. Only an explicit
 ``unconfined=True`` (``--unconfined``) lets it through, which the journal records.
 
-The confinement is the grader's own (``apex_core.grader.confined`` starts the child through the
+The confinement is the grader's own (``apex_core.grader.isolation.confined`` starts the child through the
 reaper and the sandbox); as an ordinary user that path is the user-namespace one, exercised by
 tests/apex_core/grader/test_sandbox.py's unprivileged judge.
 """

@@ -1,7 +1,7 @@
 """The trusted launcher between the judge and a worker: limits, confinement, and a full clean-up.
 
-The judge starts ``python -m apex_core.grader.reaper CONFIG_JSON -- WORKER_ARGV...``. The reaper
-makes itself a child subreaper (Linux), so processes the solution forks and detaches with
+The judge starts ``python -m apex_core.grader.isolation.reaper CONFIG_JSON -- WORKER_ARGV...``.
+The reaper makes itself a child subreaper (Linux), so processes the solution forks and detaches with
 ``setsid`` or a double fork are re-parented to it instead of escaping to init; it starts the
 worker with resource limits, confined (``sandbox.py``: its own namespaces and mount view, not the
 judge's user) unless the config says otherwise, watches the resident memory of everything below it,
@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from apex_core.grader import sandbox
+from apex_core.grader.isolation import sandbox
 
 PR_SET_CHILD_SUBREAPER = 36
 MEMORY_EXCEEDED_EXIT = 86
@@ -31,7 +31,7 @@ MEMORY_MARKER = "memory-limit-exceeded"
 SANDBOX_FAILED_EXIT = sandbox.SETUP_FAILED_EXIT
 POLL_S = 0.05
 """How often the reaper checks the worker, its memory and whether the judge is still there."""
-PACKAGE_PARENT = Path(__file__).resolve().parents[2]
+PACKAGE_PARENT = Path(__file__).resolve().parents[3]
 
 
 def become_subreaper() -> bool:

@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from apex_core.errors import ApexUserError
-from apex_core.grader import sandbox, wire
-from apex_core.grader.process import (
+from apex_core.grader.isolation import sandbox, wire
+from apex_core.grader.isolation.process import (
     default_memory_bytes,
     worker_environment,
     confinement_problem,
 )
-from apex_core.grader.scratch import new_scratch
+from apex_core.grader.isolation.scratch import new_scratch
 
 CHANNEL_FLAG = "--apex-channel"
 """How the child is told its two descriptors: ``--apex-channel READ_FD,WRITE_FD`` first on its argv."""
@@ -97,7 +97,7 @@ class ConfinedChild:
         environment = worker_environment(self.scratch, extra_env)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-s", "-m", "apex_core.grader.reaper", json.dumps(config), "--", *argv],
+                [sys.executable, "-s", "-m", "apex_core.grader.isolation.reaper", json.dumps(config), "--", *argv],
                 pass_fds=passed, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 cwd=cwd or self.scratch, env=environment, start_new_session=True,
             )
@@ -136,7 +136,7 @@ class ConfinedChild:
             return None
 
     def _death(self, code: int | None) -> tuple[str, str]:
-        from apex_core.grader.reaper import MEMORY_EXCEEDED_EXIT, SANDBOX_FAILED_EXIT
+        from apex_core.grader.isolation.reaper import MEMORY_EXCEEDED_EXIT, SANDBOX_FAILED_EXIT
 
         tail = self.log_tail(400)
         if code == SANDBOX_FAILED_EXIT:
@@ -166,7 +166,7 @@ class ConfinedChild:
         if self._closed:
             return
         self._closed = True
-        from apex_core.grader.reaper import kill_below
+        from apex_core.grader.isolation.reaper import kill_below
 
         if self.process.poll() is None:
             kill_below(self.process.pid)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from apex_core.grader.payload import flat_bytes, is_array
+from apex_core.grader.isolation.payload import flat_bytes, is_array
 
 PRIME = 16_777_213
 """The largest prime below 2**24: a byte (< 2**8) times a weight (< 2**24) stays below 2**32."""

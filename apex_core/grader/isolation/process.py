@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from apex_core.grader import protocol, sandbox, wire
-from apex_core.grader.scratch import new_scratch
+from apex_core.grader.isolation import protocol, sandbox, wire
+from apex_core.grader.isolation.scratch import new_scratch
 
-PACKAGE_PARENT = Path(__file__).resolve().parents[2]
+PACKAGE_PARENT = Path(__file__).resolve().parents[3]
 PASSED_THROUGH_ENV = (
     "CUDA_VISIBLE_DEVICES",
     "HIP_VISIBLE_DEVICES",
@@ -113,9 +113,9 @@ def confinement_problem() -> str | None:
         if identity is not None:
             os.chown(scratch, *identity)
         config = {"scratch": str(scratch), "confine": {"writable": [], "tmp_bytes": 16 * 1024**2}}
-        probe = [sys.executable, "-s", "-c", "import apex_core.grader.worker"]
+        probe = [sys.executable, "-s", "-c", "import apex_core.grader.isolation.worker"]
         done = subprocess.run(
-            [sys.executable, "-s", "-m", "apex_core.grader.reaper", json.dumps(config), "--", *probe],
+            [sys.executable, "-s", "-m", "apex_core.grader.isolation.reaper", json.dumps(config), "--", *probe],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             cwd=scratch,
@@ -300,10 +300,10 @@ class WorkerProcess:
             "cpus": startup_cpus(),
             "confine": {"writable": [], "tmp_bytes": TMP_BYTES} if spec.confined else None,
         }
-        worker_argv = [sys.executable, "-s", "-m", "apex_core.grader.worker", *(str(fd) for fd in passed)]
+        worker_argv = [sys.executable, "-s", "-m", "apex_core.grader.isolation.worker", *(str(fd) for fd in passed)]
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-s", "-m", "apex_core.grader.reaper", json.dumps(config), "--", *worker_argv],
+                [sys.executable, "-s", "-m", "apex_core.grader.isolation.reaper", json.dumps(config), "--", *worker_argv],
                 pass_fds=passed,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -408,7 +408,7 @@ class WorkerProcess:
             except subprocess.TimeoutExpired:
                 code = None
             self.kill()
-            from apex_core.grader.reaper import SANDBOX_FAILED_EXIT
+            from apex_core.grader.isolation.reaper import SANDBOX_FAILED_EXIT
 
             if code == SANDBOX_FAILED_EXIT:
                 raise WorkerFailure("infra_error", f"the worker could not be started confined: {self.log_tail(600)}") from None
@@ -416,7 +416,7 @@ class WorkerProcess:
 
     def _death(self, code: int | None) -> str:
         """Why the worker ended, from the reaper's exit code and marker."""
-        from apex_core.grader.reaper import MEMORY_EXCEEDED_EXIT, MEMORY_MARKER
+        from apex_core.grader.isolation.reaper import MEMORY_EXCEEDED_EXIT, MEMORY_MARKER
 
         if code == MEMORY_EXCEEDED_EXIT and (self.scratch / MEMORY_MARKER).exists():
             return f"it exceeded the memory limit of {self.memory_bytes / 1024**3:.1f} GiB resident"
@@ -436,7 +436,7 @@ class WorkerProcess:
         SIGKILL pending, since none of them can act any more; waiting for the reaper, that is for
         the worker's device context to be torn down, cost every grading time (docs/grader.md, 'Measured reasons').
         """
-        from apex_core.grader.reaper import kill_below
+        from apex_core.grader.isolation.reaper import kill_below
 
         if self.process.poll() is None:
             kill_below(self.process.pid)

@@ -3,7 +3,7 @@
 It imports the solution, then serves the judge's requests over the pipe pair it was given: call the
 entry point on inputs, stage inputs for timing, warm up, take timed samples. It never sees the
 reference or the verdict; it only reports what happened. Run as
-``python -m apex_core.grader.worker READ_FD WRITE_FD [SHARED_FD]``.
+``python -m apex_core.grader.isolation.worker READ_FD WRITE_FD [SHARED_FD]``.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from apex_core.grader import native, protocol, wire
-from apex_core.grader.digest import input_digests  # bound before any solution is imported
-from apex_core.grader.payload import Payload, encode_values
-from apex_core.grader.rotation import CallRotation, call_seed
+from apex_core.grader.isolation import native, protocol, wire
+from apex_core.grader.isolation.digest import input_digests  # bound before any solution is imported
+from apex_core.grader.isolation.payload import Payload, encode_values
+from apex_core.grader.isolation.rotation import CallRotation, call_seed
 
 _perf_counter_ns = time.perf_counter_ns  # bound before any candidate code runs
 

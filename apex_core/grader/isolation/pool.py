@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Callable
 
-from apex_core.grader.process import WorkerProcess, WorkerSpec
+from apex_core.grader.isolation.process import WorkerProcess, WorkerSpec
 
 
 MAX_READY = min(8, (os.cpu_count() or 2) // 2)

@@ -15,7 +15,7 @@ import struct
 import time
 from typing import Any
 
-from apex_core.grader.payload import MAX_HEADER_BYTES, Payload
+from apex_core.grader.isolation.payload import MAX_HEADER_BYTES, Payload
 
 _LENGTH = struct.Struct(">Q")
 MAX_PAYLOAD_BYTES = 1 << 34
