@@ -23,8 +23,7 @@ from apex_core.grader import fingerprint, slots
 from apex_core.grader.cache import default_cache_dir
 from apex_core.grader.compare import as_output_list
 from apex_core.grader.options import GradeOptions
-from apex_core.grader.isolation.pool import POOL
-from apex_core.grader.isolation.process import TIMING_CORES, WorkerProcess, WorkerSpec, sandbox_identity
+from apex_core.grader.isolation.process import WorkerProcess, WorkerSpec, sandbox_identity
 from apex_core.grader.result import Outcome, ShapeCheck, ShapeTiming
 from apex_core.grader.solution_file import file_hash
 from apex_core.grader.state import STATE
@@ -85,7 +84,7 @@ def _timing_cpu(device: str) -> int | None:
     cores = sorted(os.sched_getaffinity(0))
     index = int(device.split(":")[1]) if device.startswith("cuda:") else 0
     core = cores[-1 - (index % len(cores))]
-    TIMING_CORES.add(core)
+    STATE.timing_cores.add(core)
     return core
 
 
@@ -178,10 +177,10 @@ class Grading:
         spec = self.worker_spec(trusted)
         if self.options.warm_pool:
             # Trusted (baseline) workers come from the pool too: their spec keeps them apart.
-            worker = POOL.take(spec, self.options.timeout_s)
-            POOL.prepare(spec)  # replacements start now, on cores away from the timing core
+            worker = STATE.worker_pool.take(spec, self.options.timeout_s)
+            STATE.worker_pool.prepare(spec)  # replacements start now, on cores away from the timing core
             return worker
-        return WorkerProcess(spec, self.options.timeout_s)
+        return STATE.start_worker(spec, self.options.timeout_s)
 
     def load_into(self, worker: WorkerProcess, path: Path, compile_cache: Path | None) -> None:
         """Load ``path`` into ``worker``; the worker is closed if that fails."""

@@ -22,19 +22,16 @@ import errno
 import fcntl
 import os
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from apex_core.grader.state import STATE
 
 POLL_S = 0.02
 """How often a queued grading tries its slot again."""
 REPORT_EVERY_S = 1.0
 """How often a queued grading says that it is still waiting."""
-
-_WAITING: dict[str, int] = {}
-"""Slot -> gradings of this process waiting for it (for the progress message)."""
-_WAITING_LOCK = threading.Lock()
 
 
 def slots_folder() -> Path:
@@ -96,25 +93,21 @@ def device_slot(device: str, exclusive: bool, report: Callable[[str], None] | No
     """
     name = slot_name(device)
     fd = _open(name)
-    with _WAITING_LOCK:
-        _WAITING[name] = _WAITING.get(name, 0) + 1
+    queue = STATE.slot_queue
     try:
-        next_report = 0.0
-        while not _try_lock(fd, exclusive):
-            now = time.monotonic()
-            if report is not None and now >= next_report:
-                with _WAITING_LOCK:
-                    others = _WAITING.get(name, 1) - 1
-                also = f"; {others} other grading(s) of this process wait too" if others else ""
-                report(f"queued: another grading is using {device}; this one starts when it is free{also}")
-                next_report = now + REPORT_EVERY_S
-            time.sleep(POLL_S)
+        with queue.waiting(name):
+            next_report = 0.0
+            while not _try_lock(fd, exclusive):
+                now = time.monotonic()
+                if report is not None and now >= next_report:
+                    others = queue.others(name)
+                    also = f"; {others} other grading(s) of this process wait too" if others else ""
+                    report(f"queued: another grading is using {device}; this one starts when it is free{also}")
+                    next_report = now + REPORT_EVERY_S
+                time.sleep(POLL_S)
     except BaseException:
         os.close(fd)
         raise
-    finally:
-        with _WAITING_LOCK:
-            _WAITING[name] -= 1
     try:
         yield name
     finally:

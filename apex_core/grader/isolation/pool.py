@@ -4,12 +4,12 @@ A grading takes a ready worker instead of paying for process start, ``import tor
 and context creation; each worker still serves exactly one solution and is then killed, so no
 state passes from one candidate to the next. Replacements are started in the background once a
 grading has finished. Worth it in long-lived processes (the MCP server, RL graders); a one-shot
-command grading one file does better without it.
+command grading one file does better without it. The judge's pool is ``GraderState.worker_pool``:
+one per process, shut down at its exit.
 """
 
 from __future__ import annotations
 
-import atexit
 import os
 import threading
 from collections.abc import Callable
@@ -62,7 +62,8 @@ class WorkerPool:
 
     def prepare(self, spec: WorkerSpec) -> None:
         """Top the pool up for ``spec`` in the background. The judge calls it when a grading takes a
-        worker; the new workers start on the cores no timing uses (``process.startup_cpus``).
+        worker; the new workers start on the cores no timing uses (``process.startup_cpus``, through
+        the ``start_worker`` the pool was given).
 
         Every missing worker starts at once, each in its own thread: a GPU worker takes seconds to
         start (import, device context, profiler start-up), and started one after another they fell
@@ -99,6 +100,3 @@ class WorkerPool:
         for worker in workers:
             worker.close()
 
-
-POOL = WorkerPool()
-atexit.register(POOL.shutdown)

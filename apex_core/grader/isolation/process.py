@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -236,8 +237,9 @@ class WorkerSpec:
         return not (self.trusted or self.unconfined)
 
 
-def startup_cpus() -> list[int] | None:
-    """The cores a starting worker may use: all but the ones graded calls are timed on.
+def startup_cpus(timing_cores: Collection[int]) -> list[int] | None:
+    """The cores a starting worker may use: all but ``timing_cores``, the ones graded calls are
+    timed on (``GraderState.timing_cores``).
 
     Workers start (import torch, create a device context) in the background while other gradings
     measure; keeping them off the timing cores keeps them from disturbing those measurements. A
@@ -247,13 +249,9 @@ def startup_cpus() -> list[int] | None:
     if not hasattr(os, "sched_getaffinity"):
         return None
     cores = sorted(os.sched_getaffinity(0))
-    reserved = set(TIMING_CORES)
+    reserved = set(timing_cores)
     free = [c for c in cores if c not in reserved]
     return free if len(free) >= 2 and reserved else None
-
-
-TIMING_CORES: set[int] = set()
-"""Cores handed out as timing cores so far (the judge records each one it uses)."""
 
 
 @dataclass(frozen=True)
@@ -269,7 +267,9 @@ class PendingRequest:
 class WorkerProcess:
     """One child process that imports its libraries at start and loads one solution later."""
 
-    def __init__(self, spec: WorkerSpec, timeout_s: float = 180.0) -> None:
+    def __init__(self, spec: WorkerSpec, timeout_s: float = 180.0, timing_cores: Collection[int] = ()) -> None:
+        """Start the worker (it imports its libraries now), away from ``timing_cores``
+        (``startup_cpus``); the judge passes the cores its gradings time on."""
         self.spec = spec
         self.timeout_s = timeout_s
         self._closed = False
@@ -297,7 +297,7 @@ class WorkerProcess:
             "address_space_bytes": self.memory_bytes + 2 * 1024**3 if spec.limit_address_space else None,
             "cpu_seconds": int(max(600, 20 * timeout_s)),
             "file_bytes": 1024**3,
-            "cpus": startup_cpus(),
+            "cpus": startup_cpus(timing_cores),
             "confine": {"writable": [], "tmp_bytes": TMP_BYTES} if spec.confined else None,
         }
         worker_argv = [sys.executable, "-s", "-m", "apex_core.grader.isolation.worker", *(str(fd) for fd in passed)]

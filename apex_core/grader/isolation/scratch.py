@@ -17,6 +17,8 @@ import threading
 from pathlib import Path
 
 PREFIX = "apex-worker-"
+# Whether this process has swept yet: a latch of the process, whoever starts its first child (a
+# judge, the patcher's confined children), not state of its gradings (``GraderState``).
 _swept = False
 _sweep_lock = threading.Lock()
 
