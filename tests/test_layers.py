@@ -1,8 +1,11 @@
-"""The packages of apex_core import each other in layers, without cycles (docs/layers.md), and the
-modules inside each package import each other without cycles either."""
+"""The packages of apex_core import each other in layers, without cycles (docs/layers.md), the
+modules inside each package import each other without cycles either, and code outside the grader
+reaches it only through its front door (``apex_core/grader/__init__.py``)."""
 
 import ast
 import re
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -166,3 +169,131 @@ def test_the_cycle_finder_finds_a_cycle_and_names_it():
     graph = {"grader": {"tasks": ["g.py"]}, "tasks": {"prompts": ["t.py"]}, "prompts": {"tasks": ["p.py"]}}
     assert find_cycle(graph) == ["prompts", "tasks", "prompts"] or find_cycle(graph) == ["tasks", "prompts", "tasks"]
     assert find_cycle({"grader": {"tasks": ["g.py"]}, "tasks": {}}) == []
+
+
+GRADER = "apex_core.grader"
+GRADER_DOORS = {GRADER: "apex_core.grader", "apex_core.grader.magpie": "apex_core.grader.magpie"}
+OUTSIDE_THE_GRADER = ("apex_core", "servers", "benchmarks")
+
+BEHIND_THE_DOOR_FOR_NOW = frozenset({
+    "benchmarks/accuracy_gate_gpu.py",
+    "benchmarks/grader_bench.py",
+    "benchmarks/nl_pipeline.py",
+    "benchmarks/process_spread.py",
+    "benchmarks/ray_throughput.py",
+    "benchmarks/sandbox_gpu_cost.py",
+    "benchmarks/sandbox_start.py",
+})
+"""benchmarks/ was being edited in another change when the grader got its front door (issue 29,
+item 4), so these still import grader submodules until that change takes the door too. The list
+may only shrink: an entry that no longer needs to be here fails the test as well."""
+
+
+def door_names() -> dict[str, set[str]]:
+    """Front door -> the names it exports (its ``__all__``; the grader's door is lazy, so this
+    imports no submodule)."""
+    import importlib
+
+    return {door: set(importlib.import_module(door).__all__) for door in GRADER_DOORS}
+
+
+def module_name(source: Path, root: Path) -> str:
+    parts = list(source.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def past_the_door(source: Path, root: Path, exported: dict[str, set[str]]) -> list[str]:
+    """'file:line: what' for every import in ``source`` that reaches a grader submodule instead of
+    a front door, imports inside functions included."""
+    found = []
+    importer = module_name(source, root)
+    package = importer if source.name == "__init__.py" else importer.rpartition(".")[0]
+
+    def inside(module: str) -> bool:
+        return module == GRADER or module.startswith(GRADER + ".")
+
+    for node in ast.walk(ast.parse(source.read_text(), filename=str(source))):
+        if isinstance(node, ast.Import):
+            wrong = [a.name for a in node.names if inside(a.name) and a.name not in GRADER_DOORS]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:  # relative: resolved against the importer's package
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{module}" if module else base
+            if module == "apex_core":
+                wrong = [f"apex_core.{a.name}" for a in node.names if inside(f"apex_core.{a.name}")
+                         and f"apex_core.{a.name}" not in GRADER_DOORS]
+            elif module in GRADER_DOORS:
+                doors = {d.rpartition(".")[2] for d in GRADER_DOORS if d.startswith(module + ".")}
+                wrong = [f"{module}.{a.name}" for a in node.names if a.name not in exported[module] | doors]
+            else:
+                wrong = [module] if inside(module) else []
+        else:
+            continue
+        found += [f"{source.relative_to(root)}:{node.lineno}: {name}" for name in wrong]
+    return found
+
+
+def imports_past_the_grader_door(root: Path = REPO_ROOT, exported: dict[str, set[str]] | None = None) -> dict[str, list[str]]:
+    """File (relative to ``root``) -> its imports that reach past the grader's front door, for every
+    module of apex_core (outside apex_core/grader/), servers and benchmarks."""
+    exported = door_names() if exported is None else exported
+    grader = root / "apex_core" / "grader"
+    found: dict[str, list[str]] = {}
+    for top in OUTSIDE_THE_GRADER:
+        for source in sorted((root / top).rglob("*.py")):
+            if grader in source.parents:
+                continue
+            wrong = past_the_door(source, root, exported)
+            if wrong:
+                found[source.relative_to(root).as_posix()] = wrong
+    return found
+
+
+def test_code_outside_the_grader_imports_only_from_its_front_door():
+    found = imports_past_the_grader_door()
+    wrong = [line for file, lines in found.items() if file not in BEHIND_THE_DOOR_FOR_NOW for line in lines]
+    assert wrong == [], "import these from apex_core.grader (export them in its __init__ if they are not yet)"
+    assert sorted(BEHIND_THE_DOOR_FOR_NOW - set(found)) == [], "these take the front door now: drop them from BEHIND_THE_DOOR_FOR_NOW"
+
+
+def test_an_import_of_a_grader_submodule_is_found_wherever_it_is(tmp_path):
+    (tmp_path / "apex_core" / "grader").mkdir(parents=True)
+    (tmp_path / "servers").mkdir()
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "apex_core" / "grader" / "judge.py").write_text("from apex_core.grader.result import GradeResult\n")
+    (tmp_path / "apex_core" / "cli.py").write_text(
+        "from apex_core.grader import GradeResult, magpie\n"
+        "from apex_core import grader\n"
+        "def grade():\n"
+        "    from apex_core.grader.judge import grade\n"
+        "    import apex_core.grader.cache\n"
+        "    from apex_core.grader import judge\n"
+        "    from apex_core.grader.magpie import run_magpie, workspace\n")
+    (tmp_path / "servers" / "tool.py").write_text("import apex_core.grader\nimport apex_core.grader.magpie\n")
+    (tmp_path / "benchmarks" / "bench.py").write_text("if True:\n    from apex_core.grader.isolation import sandbox\n")
+    exported = {"apex_core.grader": {"GradeResult", "grade"}, "apex_core.grader.magpie": {"run_magpie"}}
+    assert imports_past_the_grader_door(tmp_path, exported) == {
+        "apex_core/cli.py": ["apex_core/cli.py:4: apex_core.grader.judge", "apex_core/cli.py:5: apex_core.grader.cache",
+                             "apex_core/cli.py:6: apex_core.grader.judge", "apex_core/cli.py:7: apex_core.grader.magpie.workspace"],
+        "benchmarks/bench.py": ["benchmarks/bench.py:2: apex_core.grader.isolation"],
+    }
+
+
+def test_reading_a_result_through_the_front_door_imports_neither_numpy_nor_torch():
+    code = ("import sys\nfrom apex_core.grader import GradeOptions, GradeResult\n"
+            "print(sorted(m for m in ('numpy', 'torch', 'apex_core.grader.judge') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_every_name_the_front_door_exports_is_there():
+    import apex_core.grader
+
+    missing = []
+    for name in apex_core.grader.__all__:
+        try:
+            getattr(apex_core.grader, name)
+        except AttributeError:
+            missing.append(name)
+    assert missing == [] and set(apex_core.grader.__all__) <= set(dir(apex_core.grader))
