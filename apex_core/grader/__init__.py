@@ -63,7 +63,7 @@ _EXPORTS: dict[str, str] = {
     "on_cpu": "call_check",
     "as_output_list": "compare",
     "compare_all": "compare",
-    # Statistics the patcher's credit shares.
+    # Statistics (the patcher's credit; the benchmarks).
     "log_t_interval": "stats",
     "median": "stats",
     "median_interval": "stats",
