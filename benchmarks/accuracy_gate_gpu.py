@@ -80,7 +80,7 @@ def solution_file(task_id: str, kind: str, folder: Path) -> Path:
 
 
 def run(name: str, out: Path, prompts: int, tokens: int) -> dict[str, object]:
-    from apex_core.grader.solution_file import file_hash
+    from apex_core.grader import file_hash
     from apex_core.patcher import restore, status
     from apex_core.patcher.accuracy import accuracy_gate
     from apex_core.patcher.apply import apply_solutions

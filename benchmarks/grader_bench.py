@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from apex_core.grader.judge import GradeOptions, grade  # noqa: E402
+from apex_core.grader import GradeOptions, grade  # noqa: E402
 from apex_core.kernels import rms_norm as rms  # noqa: E402
 from apex_core.tasks import get_task  # noqa: E402
 

@@ -35,7 +35,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from apex_core.grader.cache import default_cache_dir  # noqa: E402
+from apex_core.grader import default_cache_dir  # noqa: E402
 from apex_core.tasks.catalog import find_tasks  # noqa: E402
 from apex_core.tasks.reference_solutions import reference_solution_source  # noqa: E402
 from scripted_model import Match, Script, ScriptedModelServer, Turn  # noqa: E402

@@ -78,14 +78,12 @@ def timed_calls(worker: Any, functions: list[Any], calls: int, flush_bytes: int,
 def child(rounds: int, stages: int) -> None:
     import torch
 
-    from apex_core.grader import fingerprint, stats
-    from apex_core.grader.timing import launch_cover_ns
-    from apex_core.grader.worker import Worker
+    from apex_core.grader import Worker, detected_device, launch_cover_ns, median
     from apex_core.hardware.target import spec_for_detected
     from apex_core.tasks import get_task
 
     task = get_task(TASK)
-    spec = spec_for_detected(fingerprint.detected_device())
+    spec = spec_for_detected(detected_device())
     flush_bytes = spec.cache_flush_bytes if spec else 512 * 1024**2
     worker = Worker("torch", "cuda")
     inputs = {"ref": task.inputs, "dtype": task.dtype, "params": task.params}
@@ -106,7 +104,7 @@ def child(rounds: int, stages: int) -> None:
         for _ in range(rounds):
             for which, ns, _ghz in timed_calls(worker, functions, CALLS_PER_REQUEST, flush_bytes, cover, rng, torch):
                 samples[which].append(ns)
-        b, f = stats.median(samples[0]), stats.median(samples[1])
+        b, f = median(samples[0]), median(samples[1])
         key = f"tokens={shape['tokens']}" + (f" stage {stage + 1}" if stages > 1 else "")
         report[key] = {"cover_ns": cover, "baseline": b, "faster": f, "ratio": b / f}
     print(json.dumps(report))

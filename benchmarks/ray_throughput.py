@@ -38,9 +38,7 @@ sys.path.insert(0, str(ROOT))
 from apex_core.executors import Executor, GradingRequest, SolutionContent  # noqa: E402
 from apex_core.executors.local import LocalExecutor  # noqa: E402
 from apex_core.executors.ray_executor import RayExecutor, connect, require_ray  # noqa: E402
-from apex_core.grader.cache import GradeCache  # noqa: E402
-from apex_core.grader.options import GradeOptions  # noqa: E402
-from apex_core.grader.result import GradeResult  # noqa: E402
+from apex_core.grader import GradeCache, GradeOptions, GradeResult  # noqa: E402
 from apex_core.hardware.detect import detect  # noqa: E402
 
 GPU_TASK = "llama-3-1-8b-instruct__rms_norm"
@@ -132,7 +130,7 @@ def round_trips(count: int) -> dict:
 def driver_costs(task_id: str, body: bytes, cache_root: Path, count: int = 200) -> dict:
     """What the driver does per request besides the round trip: the task's hash (part of every
     cache key), a cache lookup that misses, and writing a fresh result (milliseconds each)."""
-    from apex_core.grader.service import cache_key
+    from apex_core.grader import cache_key
     from apex_core.tasks import get_task
 
     cache = GradeCache(cache_root / "driver-costs")

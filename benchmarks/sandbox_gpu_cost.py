@@ -25,8 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from apex_core.grader import sandbox  # noqa: E402
-from apex_core.grader.process import worker_environment  # noqa: E402
+from apex_core.grader import sandbox, worker_environment  # noqa: E402
 
 DEVICE_WORK = r'''
 import os, resource, time
@@ -58,7 +57,7 @@ def device_work(confined: bool) -> str:
         os.chown(scratch, *identity)
     config = {"scratch": str(scratch), "confine": {"writable": [], "tmp_bytes": 1 << 28} if confined else None}
     done = subprocess.run(
-        [sys.executable, "-s", "-m", "apex_core.grader.reaper", json.dumps(config), "--", sys.executable, "-s", "-c", DEVICE_WORK],
+        [sys.executable, "-s", "-m", "apex_core.grader.isolation.reaper", json.dumps(config), "--", sys.executable, "-s", "-c", DEVICE_WORK],
         cwd=scratch, env=worker_environment(scratch), capture_output=True, text=True, check=False,
     )
     subprocess.run(["rm", "-rf", str(scratch)], check=False)
@@ -76,9 +75,7 @@ def main() -> None:
         for confined in (True, False, True, False):
             print("device work", "confined  " if confined else "unconfined", device_work(confined), flush=True)
 
-    from apex_core.grader.cache import default_cache_dir
-    from apex_core.grader.judge import GradeOptions, grade
-    from apex_core.grader.grading import Grading
+    from apex_core.grader import GradeOptions, Grading, default_cache_dir, grade
     from apex_core.tasks import get_task
 
     task = get_task("llama-3-1-8b-instruct__rms_norm")

@@ -1,4 +1,4 @@
-"""What confinement (apex_core/grader/sandbox.py) adds to starting a worker.
+"""What confinement (apex_core/grader/isolation/sandbox.py) adds to starting a worker.
 
 Two measurements, alternating confined and unconfined starts so that drift in the machine's load
 falls on both alike:
@@ -24,9 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from apex_core.grader import sandbox  # noqa: E402
-from apex_core.grader.process import PACKAGE_PARENT, WorkerProcess, WorkerSpec  # noqa: E402
-from apex_core.grader.reaper import become_subreaper  # noqa: E402
+from apex_core.grader import PACKAGE_PARENT, WorkerProcess, WorkerSpec, become_subreaper, sandbox  # noqa: E402
 
 
 def spawn_ms(confined: bool) -> float:
