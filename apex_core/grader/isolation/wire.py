@@ -38,17 +38,28 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+WAKE_S = 0.5
+"""The longest a read blocks at once. The kernel may deliver Ctrl-C's SIGINT to any thread of the
+judge (a heartbeat or a pool thread); Python then runs its handler only when the main thread runs
+again, and a main thread blocked on a silent worker's pipe would never notice (seen: `apex grade`
+sat 60 s after Ctrl-C). Waking twice a second lets the interrupt through."""
+
+
+def _wait_readable(fd: int, deadline: float | None) -> None:
+    while True:
+        wait = WAKE_S if deadline is None else min(WAKE_S, deadline - time.monotonic())
+        if wait <= 0:
+            raise ChannelTimeout()
+        ready, _, _ = select.select([fd], [], [], wait)
+        if ready:
+            return
+
+
 def _read_exact(fd: int, size: int, deadline: float | None) -> memoryview:
     buffer = memoryview(bytearray(size))
     got = 0
     while got < size:
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise ChannelTimeout()
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
-                raise ChannelTimeout()
+        _wait_readable(fd, deadline)
         count = os.readv(fd, [buffer[got:]])
         if not count:
             raise ChannelClosed()

@@ -93,3 +93,28 @@ def test_a_reply_larger_than_the_reader_expects_is_a_broken_channel(pipe):
         wire.receive(read_fd, timeout=5, shared=judge_side, max_payload=1 << 20)
     worker_side.close()
     judge_side.close()
+
+
+def test_ctrl_c_delivered_to_another_thread_still_interrupts_a_read_from_a_silent_worker():
+    """The kernel may hand SIGINT to any thread; the judge's main thread, blocked on a worker that
+    says nothing, must still raise KeyboardInterrupt (within WAKE_S), not wait for the worker."""
+    import subprocess
+    import sys
+
+    script = (
+        "import os, signal, threading, time\n"
+        "from apex_core.grader.isolation import wire\n"
+        "read_end, _write_end = os.pipe()\n"
+        "def other_thread():\n"
+        "    time.sleep(0.3)\n"
+        "    signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # delivered here, not to the main thread\n"
+        "threading.Thread(target=other_thread, daemon=True).start()\n"
+        "try:\n"
+        "    wire.receive(read_end)\n"
+        "except KeyboardInterrupt:\n"
+        "    raise SystemExit(130)\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, env={**os.environ, "PYTHONPATH": root},
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 130, done.stderr[-800:]
