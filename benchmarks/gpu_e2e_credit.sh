@@ -89,7 +89,7 @@ for arm, values in d["tokens_per_s"].items():
     print("  ", arm, [round(v) for v in values])
 for c in d["credits"]:
     print("   credit", c["task_id"], c["gain"]["median"], c["gain"]["interval"], "share", c["share"], "bound", c["bound"], "implausible", c["implausible"])
-print("   flags", d["flags"], "credited", d["credited"], "agreement", d["token_agreement"], "cv", d["original_cv"], "drift", d["drift"],
+print("   flags", d["flags"], "credited", d["credited"], "agreement", d["token_agreement"], "audit", d.get("token_audit"), "cv", d["original_cv"], "drift", d["drift"],
       "fallbacks", d["graph_fallbacks"], "excluded", d["excluded"])
 EOF
     $A patch restore > /dev/null 2>&1

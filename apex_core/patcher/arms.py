@@ -140,8 +140,27 @@ class BenchWorker:
             self.graph_fallback = str(reply["graph_fallback"])[:400]
         return seconds, _token_rows(reply.get("tokens"))
 
+    def audit(self, seed: int, rows: list[list[int]]) -> list[list[float]]:
+        """The leads of another arm's greedy tokens for ``seed`` under this arm's model
+        (``apex_core.workloads.audit``); asked of the original arm only, which runs no patched code."""
+        try:
+            reply = self.child.request({"op": "audit", "seed": seed, "rows": rows}, STEP_TIMEOUT_S)
+        except ChildFailed as failure:
+            raise ApexUserError(f"the {self.arm.name} arm could not audit the tokens: {failure}") from None
+        leads = reply.get("leads")
+        if not reply.get("ok") or not _is_lead_rows(leads, rows):
+            raise ApexUserError(f"the {self.arm.name} arm could not audit the tokens: {str(reply.get('message'))[:400]}")
+        return leads  # type: ignore[return-value]
+
     def close(self) -> None:
         self.child.close()
+
+
+def _is_lead_rows(value: object, rows: list[list[int]]) -> bool:
+    """Whether ``value`` holds one float per token of ``rows`` (NaN allowed: it fails the margin)."""
+    return (isinstance(value, list) and len(value) == len(rows)
+            and all(isinstance(v, list) and len(v) == len(r) and all(isinstance(x, float | int) for x in v)
+                    for v, r in zip(value, rows)))
 
 
 def _token_rows(value: object) -> list[list[int]]:

@@ -9,9 +9,11 @@ fairly.
 
 Protocol, on the private pipe pair (never stdout, which the solution shares): ``load`` (the spec
 and, for a server in a container, the patched files to mount) answers the workload's notes;
-``step`` (a request seed chosen by the parent) answers the greedy tokens the step generated. The
-parent times each step by its own clock and checks the tokens against a trusted arm's: the worker
-reports no timing at all.
+``step`` (a request seed chosen by the parent) answers the greedy tokens the step generated;
+``audit`` (a request seed and another arm's tokens for it) answers each token's lead under this
+worker's model (``apex_core.workloads.audit``), asked only of the original arm's worker, which runs
+no patched code. The parent times each step by its own clock and judges the leads itself: the
+worker reports no timing and no verdict.
 """
 
 from __future__ import annotations
@@ -50,6 +52,21 @@ def _token_rows(tokens: object) -> list[list[int]]:
     return [] if tokens is None else [[int(t) for t in row] for row in tokens.tolist()]  # type: ignore[attr-defined]
 
 
+def _audit(loaded: object, request: dict[str, object]) -> dict[str, object]:
+    """The leads of another arm's tokens under this worker's model, or why not in one line (a server
+    workload has no model here to audit with, nor tokens to audit). The parent ends the benchmark on
+    a failed audit: the arms' timings cannot be credited without it."""
+    from apex_core.workloads.audit import token_leads
+
+    if not hasattr(loaded, "teacher_forced_logits"):
+        return {"ok": False, "message": "this workload's stack has no in-process model to audit tokens with"}
+    try:
+        rows = request["rows"]
+        return {"ok": True, "leads": token_leads(loaded, int(request["seed"]), rows)}  # type: ignore[arg-type]
+    except BaseException as error:  # noqa: BLE001 - bad rows, or the model out of memory
+        return {"ok": False, "message": f"{type(error).__name__}: {error}"[:600]}
+
+
 def main(argv: list[str] | None = None) -> int:
     from apex_core.grader import ParentChannel
     from apex_core.workloads import load
@@ -76,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
                     return 1
                 channel.reply({"ok": True, "tokens": _token_rows(getattr(loaded, "last_tokens", None)),
                                "digest": timing.token_digest, "graph_fallback": getattr(loaded, "graph_fallback", None)})
+            elif op == "audit" and loaded is not None:
+                channel.reply(_audit(loaded, request))
             else:
                 break
     finally:

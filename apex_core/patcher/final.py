@@ -6,9 +6,12 @@ Why interleaved: on the H200 two processes of the same hour differed by 30% on o
 (docs/benchmarks.md, "Workloads"), so a figure compared with one stored from another process
 measures the machine as much as the patch.
 
-Checks that no worker can talk its way past: each step's greedy tokens are compared with the
-control's on the same seed (``credit.prefix_agreement``; a worker that skips the work cannot produce
-them), and every credited gain with its Amdahl bound.
+Checks that no worker can talk its way past: every patched arm's greedy tokens of every round are
+audited by the original arm, which runs no patched code (``apex_core.workloads.audit``: fed the
+arm's own sequence, the unpatched model must rank each token within a near-tie of its top choice; a
+worker that skips the work cannot produce such tokens), and every credited gain is held to its
+Amdahl bound. The candidate's common prefix with the control's tokens is reported beside it, not
+judged: in bf16 with random weights correct kernels part at near-ties within a few tokens.
 
 The model reward (``apex_core.score.model_reward``) takes the winners' kernel scores from their
 gradings and, for its throughput term, the kernel gain only, clipped to the documented range, and
@@ -48,9 +51,12 @@ __all__ = ["FINAL_FILE", "MIN_PAIRS", "FinalBenchmark", "as_first_benchmarked", 
 
 FINAL_FILE = "final.json"
 DRIFT_THRESHOLD = 0.05
-TOKEN_AGREEMENT_FLOOR = 0.25
-"""Below this mean common-prefix fraction with the control's tokens, the candidate's generations
-are not the model's: its timing is not credited (``tokens_diverge``)."""
+AUDIT_FLOOR = 0.99
+"""The least fraction of a patched arm's tokens, in every round, that the audit must find within a
+near-tie of the unpatched model's choice, or its timing is not credited (``tokens_diverge``). A
+correct kernel is expected at 1.0: a token beyond a near-tie is what the accuracy gate fails a patch
+for. The 1% allowance is for a rare outlier over the many positions a benchmark sees, and is worth
+at most 1% of decode to a worker that forged tokens."""
 TOKENS_DIVERGE = "tokens_diverge"
 
 
@@ -67,7 +73,11 @@ class FinalBenchmark(BaseModel):
     kernel_gain: Gain = Field(description="candidate / control: what the winning kernels earned")
     credits: list[KernelCredit] = Field(description="each winner's share of the kernel gain (leave-one-out) and bound")
     bound: float | None = Field(description="the Amdahl bound of all winners together (None: no profiled share)")
-    token_agreement: float | None = Field(description="median over rounds of the candidate's common-prefix fraction with the control's tokens")
+    token_agreement: float | None = Field(description="median over rounds of the candidate's common-prefix fraction with the control's "
+                                                      "tokens (reported, not judged)")
+    token_audit: dict[str, float] = Field(default_factory=dict, description=(
+        "per patched arm, the least over rounds of the fraction of its tokens within a near-tie of the unpatched "
+        f"model's choice (under {AUDIT_FLOOR} flags {TOKENS_DIVERGE}); empty: the workload answers no tokens"))
     flags: list[str] = Field(default_factory=list, description=f"{IMPLAUSIBLE}, {TOKENS_DIVERGE}: why the throughput is not credited")
     credited: bool = Field(description="the kernel gain counts in the model reward: no flag, and a profiled share bounds it")
     original_cv: float | None = Field(description="coefficient of variation of the original arm's tokens/s over the rounds")
@@ -145,9 +155,12 @@ def credit_rounds(rounds: Rounds, shares: dict[str, float], results_root: Path) 
     if beyond(kernel, total_bound) or any(c.implausible for c in credits):
         flags.append(f"{IMPLAUSIBLE}: a credited gain exceeds what removing the kernels' profiled share of device time "
                      "could give (Amdahl, with a margin)")
-    if agreement is not None and agreement < TOKEN_AGREEMENT_FLOOR:
-        flags.append(f"{TOKENS_DIVERGE}: the candidate's greedy tokens share {agreement:.0%} of the control's (common "
-                     f"prefixes), under {TOKEN_AGREEMENT_FLOOR:.0%}: its timing is not of the same work")
+    audit = {name: min(fractions) for name, fractions in rounds.audits.items() if fractions}
+    failed = {name: fraction for name, fraction in audit.items() if fraction < AUDIT_FLOOR}
+    if failed:
+        flags.append(f"{TOKENS_DIVERGE}: " + ", ".join(f"{fraction:.1%} of the {name} arm's greedy tokens" for name, fraction in failed.items())
+                     + f" (its worst round) are within a near-tie of the unpatched model's choice at their own context, under "
+                     f"{AUDIT_FLOOR:.0%}: its timing is not of the model's work")
     originals = per_arm[ORIGINAL]
     cv = statistics.stdev(originals) / statistics.fmean(originals) if len(originals) > 1 else None
     drift = rounds.original_after / rounds.original_before - 1
@@ -175,7 +188,7 @@ def credit_rounds(rounds: Rounds, shares: dict[str, float], results_root: Path) 
     result = FinalBenchmark(
         run_id=run_id, workload=spec, patches=winners, control=[rounds.baselines[w.task_id] for w in winners],
         excluded=rounds.excluded, runs=rounds.runs, tokens_per_s=per_arm, integration_gain=integration, kernel_gain=kernel,
-        credits=credits, bound=total_bound, token_agreement=agreement, flags=flags, credited=credited, original_cv=cv,
+        credits=credits, bound=total_bound, token_agreement=agreement, token_audit=audit, flags=flags, credited=credited, original_cv=cv,
         drift=drift, drift_flagged=abs(drift) > DRIFT_THRESHOLD, graph_fallbacks=rounds.graph_fallbacks,
         confined=rounds.confined, verdict=verdict, kernel_score=kernel_score, throughput_term=term, model_reward=reward,
         reward_note=reward_note, results_dir=str(folder), created_at=created.isoformat(),

@@ -4,9 +4,14 @@ returns), so one measurement can be credited under other profiled shares without
 
 How: one confined worker per arm (``arms.py``), each started while the environment held its arm's
 patches; then the environment is restored and the arms are stepped in rounds, every arm on the same
-freshly drawn request seed, in an order drawn afresh each round, timed by this process's clock. Before the rounds, a smoke round: a candidate slower than half the control is bisected to the
+freshly drawn request seed, in an order drawn afresh each round, timed by this process's clock.
+Before the rounds, a smoke round: a candidate slower than half the control is bisected to the
 winner that makes it so, which is left out (and reported). The original arm is stepped once before
 and once after the rounds: the session's drift.
+
+After each round, untimed, the original arm (no patched code) audits every other arm's greedy tokens
+of that round (``apex_core.workloads.audit``: why this and not agreement between the arms): the
+fraction of them within a near-tie of the unpatched model's own choice is kept per arm and round.
 """
 
 from __future__ import annotations
@@ -32,9 +37,11 @@ from apex_core.patcher.arms import (
     hold,
     plan_arms,
 )
+from apex_core.patcher.accuracy_compare import thresholds_for
 from apex_core.patcher.credit import prefix_agreement
 from apex_core.patcher.patcher import restore, status
 from apex_core.progress import Progress, reporter
+from apex_core.workloads.audit import within_ties
 from apex_core.workloads.spec import WorkloadSpec
 
 SMOKE_FLOOR = 0.5
@@ -51,6 +58,9 @@ class Rounds(BaseModel):
                                            description="winners left out: the smoke round found the model badly slow with them")
     tokens_per_s: dict[str, list[float]] = Field(description="per arm, per round, by this process's clock")
     agreements: list[float] = Field(description="per round, the candidate's common-prefix fraction with the control's tokens")
+    audits: dict[str, list[float]] = Field(default_factory=dict, description=(
+        "per arm but the original, per round: the fraction of its greedy tokens the unpatched model, fed the arm's "
+        "own sequence, ranks within a near-tie of its top choice (none: the workload answers no tokens)"))
     original_before: float = Field(description="the original arm's tokens/s before the rounds")
     original_after: float = Field(description="the original arm's tokens/s after the rounds")
     graph_fallbacks: dict[str, str] = Field(default_factory=dict, description="arms whose decode fell back to eager, and why")
@@ -78,6 +88,7 @@ def measure_rounds(spec: WorkloadSpec, runs: int, results_root: Path, *, warmup:
     baselines = {w.task_id: baseline_patch(w) for w in winners}
     spec = spec.resolved()
     tokens = spec.batch * (spec.prompt_tokens + spec.decode_tokens)
+    tie = thresholds_for(spec.dtype).tie
     # The candidate arm re-applies what was applied and checked: only the baselines are checked here.
     checked = checked_when_applied(applied, unconfined)
     workers: dict[str, BenchWorker] = {}
@@ -124,6 +135,7 @@ def measure_rounds(spec: WorkloadSpec, runs: int, results_root: Path, *, warmup:
         original_before = tokens / workers[ORIGINAL].step()[0]
         per_arm: dict[str, list[float]] = {name: [] for name in names}
         agreements: list[float] = []
+        audits: dict[str, list[float]] = {}
         for index in range(runs):
             report(0.3 + 0.65 * index / runs, f"round {index + 1}/{runs}")
             seed = secrets.randbelow(2**31)
@@ -136,6 +148,8 @@ def measure_rounds(spec: WorkloadSpec, runs: int, results_root: Path, *, warmup:
             agreement = prefix_agreement(generated[CANDIDATE], generated[CONTROL])
             if agreement is not None:
                 agreements.append(agreement)
+            for name, fraction in _audit_round(workers[ORIGINAL], seed, generated, tie).items():
+                audits.setdefault(name, []).append(fraction)
         original_after = tokens / workers[ORIGINAL].step()[0]
         fallbacks = {name: w.graph_fallback for name, w in workers.items() if w.graph_fallback}
     finally:
@@ -143,8 +157,27 @@ def measure_rounds(spec: WorkloadSpec, runs: int, results_root: Path, *, warmup:
             stop(name)
         restore()
     return Rounds(workload=spec, winners=winners, baselines={w.task_id: baselines[w.task_id] for w in winners},
-                  excluded=excluded, tokens_per_s=per_arm, agreements=agreements, original_before=original_before,
+                  excluded=excluded, tokens_per_s=per_arm, agreements=agreements, audits=audits, original_before=original_before,
                   original_after=original_after, graph_fallbacks=fallbacks, confined=not unconfined)
+
+
+def _audit_round(original: BenchWorker, seed: int, generated: dict[str, list[list[int]]], tie: float) -> dict[str, float]:
+    """Each patched arm's fraction of this round's tokens within a near-tie of the unpatched model's
+    choice. An arm that answered no tokens, or tokens of another shape, where the original answered
+    some, did not produce the model's: 0.0, without asking."""
+    trusted = generated[ORIGINAL]
+    if not trusted:
+        return {}  # a server workload: no tokens to audit
+    shape = [len(row) for row in trusted]
+    fractions = {}
+    for name, rows in generated.items():
+        if name == ORIGINAL:
+            continue
+        if [len(row) for row in rows] != shape:
+            fractions[name] = 0.0
+            continue
+        fractions[name] = within_ties(original.audit(seed, rows), tie) or 0.0
+    return fractions
 
 
 def _round_order(names: list[str], seed: int) -> list[str]:

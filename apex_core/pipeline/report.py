@@ -311,8 +311,11 @@ def _final(state: RunState) -> Section:
               else "none: no profiled share of device time"),
              ("Flags", "; ".join(final.flags) or "none"),
              ("Throughput credited", "yes" if final.credited else "no"),
-             ("Token agreement", f"{agreement:.1%} (the candidate's greedy tokens in common prefix with the control's)"
-              if agreement is not None else "not measured"),
+             ("Token audit", "; ".join(f"{name} {fraction:.1%}" for name, fraction in final.token_audit.items())
+              + " of each patched arm's greedy tokens (worst round) within a near-tie of the unpatched model's choice"
+              if final.token_audit else "not measured (the workload answers no tokens)"),
+             ("Token agreement", f"{agreement:.1%} (the candidate's greedy tokens in common prefix with the control's; "
+              "reported, not judged: correct kernels part at near-ties)" if agreement is not None else "not measured"),
              ("Original's CV over the rounds", f"{cv:.2%}" if cv is not None else "–"),
              ("Drift", "not measured" if drift is None else f"{drift:+.1%} (original tokens/s after the rounds over before)"
               + (f", beyond {DRIFT_THRESHOLD:.0%}: the machine changed while it was measured" if abs(drift) > DRIFT_THRESHOLD else "")),

@@ -80,7 +80,7 @@ class EmbeddedWorkload:
             self._token = torch.zeros((batch, 1), dtype=torch.long, device=device)
             self._position = torch.zeros((batch, 1), dtype=torch.long, device=device)
             self._prefill_positions = torch.arange(spec.prompt_tokens, device=device).expand(batch, -1)
-        with self._threads_set():
+        with self.threads_set():
             self._set_up_decode()
 
     # --- set-up ----------------------------------------------------------------------------------
@@ -109,7 +109,7 @@ class EmbeddedWorkload:
     def _capture_decode(self) -> None:
         import torch
 
-        prompt = self._prompt(self.spec.seed)
+        prompt = self.prompt(self.spec.seed)
         with torch.inference_mode():
             self._graph, self._graph_logits = capture(self._decode_static, self.spec.device, lambda: self._reset_and_prefill(prompt))
             self._check_replay(prompt)
@@ -159,7 +159,7 @@ class EmbeddedWorkload:
             torch.cuda.synchronize(self.spec.device)
 
     @contextlib.contextmanager
-    def _threads_set(self) -> Iterator[None]:
+    def threads_set(self) -> Iterator[None]:
         import torch
 
         threads = torch.get_num_threads()
@@ -170,9 +170,16 @@ class EmbeddedWorkload:
         finally:
             torch.set_num_threads(threads)
 
-    def _prompt(self, request_seed: int) -> Any:
+    def prompt(self, request_seed: int) -> Any:
         spec = self.spec
         return prompt_ids(self.vocab_size, spec.batch, spec.prompt_tokens, request_seed).to(spec.device)
+
+    def teacher_forced_logits(self, input_ids: Any, keep: int) -> Any:
+        """The logits of the last ``keep`` positions of one forward pass over ``input_ids`` without a
+        cache: what the token audit (``audit.token_leads``) ranks an arm's tokens by."""
+        if self._last_logits:
+            return self.model(input_ids=input_ids, use_cache=False, logits_to_keep=keep).logits
+        return self.model(input_ids=input_ids, use_cache=False).logits[:, -keep:, :]
 
     def _forward(self, input_ids: Any, cache: Any, position_ids: Any = None) -> Any:
         extra: dict[str, Any] = dict(self._last_logits)
@@ -212,14 +219,14 @@ class EmbeddedWorkload:
         if self._closed:
             raise RuntimeError("this workload was closed")
         request_seed = self.spec.seed if seed is None else int(seed)
-        with self._threads_set():
+        with self.threads_set():
             return self._step(request_seed)
 
     def _step(self, request_seed: int) -> StepTiming:
         import torch
 
         spec = self.spec
-        prompt = self._prompt(request_seed)
+        prompt = self.prompt(request_seed)
         tokens = torch.empty((spec.batch, spec.decode_tokens + 1), dtype=torch.long, device=spec.device)
         decode: list[float] = []
         with torch.inference_mode():

@@ -19,7 +19,7 @@ from apex_core.patcher import restore, status
 from apex_core.patcher.apply import apply_solutions
 from apex_core.patcher.credit import IMPLAUSIBLE, amdahl_bound, prefix_agreement, ratio_interval
 from apex_core.patcher.final import FINAL_FILE, MIN_PAIRS, as_first_benchmarked, benchmark_final, credit_rounds
-from apex_core.patcher.rounds import Rounds, measure_rounds
+from apex_core.patcher.rounds import Rounds, _audit_round, measure_rounds
 from apex_core.tasks import get_task
 from apex_core.workloads import get_workload
 
@@ -66,12 +66,16 @@ def test_the_task_baseline_as_winner_earns_no_kernel_gain_and_no_throughput_term
     # on this machine: two processes of identical code have differed by 5% in all six rounds here,
     # and six rounds of eager CPU decode on 2 shared cores have spread an interval to 0.85-1.07x and
     # 0.94-1.63x about medians of 0.99x and 1.00x (2026-12-04, CI runs; docs/patching.md, "Not yet").
-    # So the test asks what the issue asks: a median near 1.0 and a throughput term of about 0.
-    assert 0.9 < result.kernel_gain.median < 1.1, result.verdict
+    # A CI run under load gave rounds of 0.72-1.30x about a median of 0.89x (2026-12-05). So the test
+    # asks what the issue asks: an interval that holds 1.0, or else a median near it, and in either
+    # case a throughput term of about 0 (a baseline that earned 1.3x would fail both).
+    low, high = result.kernel_gain.interval
+    assert low <= 1.0 <= high or 0.9 < result.kernel_gain.median < 1.1, result.verdict
     assert abs(result.throughput_term) < 0.1, result.kernel_gain
     assert result.kernel_gain.significant or result.throughput_term == 0.0  # noise earns nothing, either way
     assert set(result.tokens_per_s) == {"original", "control", "candidate"}
     assert result.token_agreement == 1.0  # the same code on the same seeds: the same greedy tokens
+    assert result.token_audit == {"control": 1.0, "candidate": 1.0}  # every token the unpatched model's own choice
     assert status() is None, "the patches are restored after the final benchmark"
 
 
@@ -86,6 +90,7 @@ def test_a_faster_kernel_earns_a_significant_kernel_gain_reported_apart_from_the
     assert not result.integration_gain.significant or abs(result.integration_gain.median - 1) < 0.2, result.integration_gain
     assert result.verdict.startswith("kernel gain") and "integration gain" in result.verdict
     assert result.token_agreement == 1.0 and result.runs == 6
+    assert rounds.audits == {"control": [1.0] * 6, "candidate": [1.0] * 6} and result.token_audit == {"control": 1.0, "candidate": 1.0}
     stored = json.loads((Path(result.results_dir) / FINAL_FILE).read_text())
     assert stored["patches"][0]["task_id"] == TASK and stored["control"][0]["solution"] == str(BASELINE)
     assert result.model_reward is None and "no confined grading signed here" in result.reward_note  # none was graded
@@ -107,11 +112,22 @@ def test_without_a_profiled_share_the_gain_is_reported_but_not_credited(canned_r
     assert result.kernel_gain.median > 1.5 and result.throughput_term == 0.0
 
 
-def test_tokens_that_part_from_the_controls_are_flagged_and_not_credited(canned_rounds):
+def test_tokens_the_unpatched_model_would_not_choose_in_one_round_are_flagged_and_not_credited(canned_rounds):
     rounds, folder = canned_rounds
-    skipped = rounds.model_copy(update={"agreements": [0.0] * rounds.runs})  # a worker that returned no real tokens
+    # a worker that skipped the work in one round of six: half its tokens were not the model's
+    skipped = rounds.model_copy(update={"audits": {**rounds.audits, "candidate": [1.0] * (rounds.runs - 1) + [0.5]}})
     result = credit_rounds(skipped, {TASK: SHARE}, folder)
     assert not result.credited and result.flags[0].startswith("tokens_diverge") and result.throughput_term == 0.0
+    assert result.token_audit["candidate"] == 0.5 and "50.0% of the candidate arm's greedy tokens" in result.flags[0]
+
+
+def test_tokens_that_part_from_the_controls_at_near_ties_are_credited_when_the_audit_passes(canned_rounds):
+    """The H200's Llama references (2026-12-05): 18% common prefix with the control's tokens, random
+    weights parting at near-ties; every token the model's own choice at its context."""
+    rounds, folder = canned_rounds
+    parted = rounds.model_copy(update={"agreements": [0.18] * rounds.runs})
+    result = credit_rounds(parted, {TASK: SHARE}, folder)
+    assert result.credited and not result.flags and result.token_agreement == 0.18 and result.throughput_term > 0.5
 
 
 SLOW_SILU_AND_MUL = '''
@@ -151,6 +167,7 @@ def test_leave_one_out_credits_each_of_two_winners_with_its_own_share_of_the_gai
     assert activation.gain.significant and activation.gain.interval[1] < 1.0, activation.gain
     # (the two together: whichever weighs more on this machine at this moment; not what is tested here)
     assert not norm.implausible and result.token_agreement == 1.0
+    assert set(result.token_audit) == set(result.tokens_per_s) - {"original"} and set(result.token_audit.values()) == {1.0}
     # the activation's baseline is a larger share of the arm it is measured against (whose norm runs fast) than of the original
     assert activation.arm_share > 0.08 and not activation.implausible
     assert status() is None
@@ -204,6 +221,16 @@ def test_token_agreement_is_the_common_prefix_and_a_worker_that_skipped_the_work
     assert prefix_agreement([[5, 6, 0, 0], [1, 2, 3, 4]], trusted) == pytest.approx((0.5 + 1.0) / 2)
     assert prefix_agreement([[0, 0, 0, 0], [0, 0, 0, 0]], trusted) == 0.0
     assert prefix_agreement([], trusted) is None
+
+
+def test_an_arm_answering_no_tokens_or_rows_of_another_shape_fails_the_audit_without_it_being_asked():
+    class NeverAsked:
+        def audit(self, seed, rows):
+            raise AssertionError("the original arm was asked to audit rows that cannot be the model's")
+
+    generated = {"original": [[1, 2, 3], [4, 5, 6]], "control": [], "candidate": [[1, 2, 3]]}
+    assert _audit_round(NeverAsked(), 7, generated, 1e-4) == {"control": 0.0, "candidate": 0.0}
+    assert _audit_round(NeverAsked(), 7, {"original": [], "candidate": []}, 1e-4) == {}  # a server: no tokens anywhere
 
 
 def test_two_rounds_that_disagree_are_no_significant_change_however_far_below_one_both_are():
