@@ -350,8 +350,9 @@ def prompt(
 @app.command()
 def grade(
     task: Annotated[str, typer.Option("--task", help="Task id.")],
-    solution: Annotated[list[Path], typer.Option("--solution", help="Solution file(s): --solution a.py b.py ...")],
-    more: Annotated[Optional[list[Path]], typer.Argument(help="More solution files.", show_default=False)] = None,
+    solution: Annotated[list[Path], typer.Option("--solution", help="Solution file(s) or folder(s) of them: --solution a.py b.py "
+                                                 "candidates/ ... (several: a summary table, best score first)")],
+    more: Annotated[Optional[list[Path]], typer.Argument(help="More solution files or folders.", show_default=False)] = None,
     as_json: JsonOption = False,
     timeout: Annotated[float, typer.Option(help="Seconds any single step of a solution may take (above 0, at most 3600).")] = 180.0,
     device: Annotated[Optional[str], typer.Option(help="GPU index (0, 1, ...), cuda:N or cpu; default: GPU 0 if the task needs one.")] = None,
@@ -364,10 +365,12 @@ def grade(
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="With --executor ray: grade GPU tasks on nodes of this arch or "
                                                "product (gfx950, sm_90, mi355x, h200, ...); default: any GPU.")] = None,
 ) -> None:
-    """Grade solution files out of process: compile, correctness on all shapes, interleaved timing, score."""
-    from apex_core.grader import MAX_STEP_TIMEOUT_S, GradeOptions, grade_solutions
+    """Grade solution files out of process: compile, correctness on all shapes, interleaved timing, score.
+    A folder stands for its solution files of the task's language (a batch of candidates)."""
+    from apex_core.grader import MAX_STEP_TIMEOUT_S, GradeOptions, grade_solutions, solution_paths
+    from apex_core.tasks import get_task
 
-    paths = [*solution, *(more or [])]
+    paths = solution_paths(get_task(task), [*solution, *(more or [])])
     if executor not in ("local", "ray"):
         raise ApexUserError(f"unknown --executor {executor!r}; use local or ray")
     if executor == "local" and (ray_address or gpu):
@@ -391,8 +394,11 @@ def grade(
     if as_json:
         _print_json([r.model_dump(mode="json") for r in results])
         return
-    for result in results:
-        render.grade_result(console, result)
+    for number, result in enumerate(results, start=1):
+        render.grade_result(console, result, f"Grade {number} of {len(results)}: {Path(result.solution_path).name}"
+                            if len(results) > 1 else None)
+    if len(results) > 1:
+        render.grade_summary(console, results)
 
 
 def _grade_on_ray(task: str, paths: list[Path], options, use_cache: bool, address: str | None, gpu: str | None,  # noqa: ANN001
@@ -412,6 +418,8 @@ def _grade_on_ray(task: str, paths: list[Path], options, use_cache: bool, addres
         where = one.placement
         console.print(f"graded on {where.host} by {where.actor} (node {where.node[:12]}, attempt {where.attempts})"
                       if where.attempts else "answered from this driver's cache", highlight=False)
+    if len(graded) > 1:
+        render.grade_summary(console, [one.result for one in graded])
 
 
 def _device_name(device: str | None) -> str | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Console
 from rich.table import Table
 
@@ -120,6 +122,24 @@ def grade_result(console: Console, result: GradeResult, title: str | None = None
     else:
         table.add_row("timing method", method)
     table.add_row("graded on", result.provenance.device)
+    console.print(table)
+
+
+def grade_summary(console: Console, results: list[GradeResult]) -> None:
+    """Several gradings of one task side by side, best score first: what a folder of candidates
+    comes down to, under the tables of each."""
+    ranked = sorted(enumerate(results, start=1), key=lambda pair: -pair[1].score.total)
+    table = Table(title=f"{len(results)} solutions of {results[0].task_id}, best score first")
+    for column in ("#", "solution", "outcome", "correct", "speedup (95% CI)", "score", "flags"):
+        table.add_column(column, justify="right" if column in ("#", "score") else "left")
+    for number, result in ranked:
+        speedup = "–"
+        if result.speedup is not None:
+            speedup = f"{result.speedup:.3f}x"
+            if result.speedup_ci95 is not None:
+                speedup += f" ({result.speedup_ci95[0]:.2f}-{result.speedup_ci95[1]:.2f})"
+        table.add_row(str(number), Path(result.solution_path).name, result.outcome.value, "yes" if result.correct else "no",
+                      speedup, f"{result.score.total:.1f}", ", ".join(f.split(":")[0] for f in result.flags) or "–")
     console.print(table)
 
 

@@ -49,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     # Solution files.
     "allowed_suffixes": "solution_file",
     "check_solution_file": "solution_file",
+    "solution_paths": "solution_file",
     "file_hash": "solution_file",
     # Devices, and the environment a grading is measured in.
     "device_from_option": "devices",

@@ -24,7 +24,7 @@ from apex_core.grader.judge import grade
 from apex_core.grader.ledger import GradingLedger
 from apex_core.grader.options import GradeOptions
 from apex_core.grader.result import GradeResult
-from apex_core.grader.solution_file import check_solution_file, file_hash
+from apex_core.grader.solution_file import check_solution_file, file_hash, solution_paths
 from apex_core.progress import Progress
 from apex_core.tasks import get_task
 from apex_core.tasks.schema import Task
@@ -61,7 +61,7 @@ def grade_solutions(
     and, during a long step, keeps coming every ``heartbeat_s`` seconds."""
     options = options or GradeOptions()
     task = get_task(task_id)
-    paths = [check_solution_file(task, Path(p)) for p in solutions]
+    paths = [check_solution_file(task, p) for p in solution_paths(task, [Path(p) for p in solutions])]
     grading_device(task, options.device)  # a device that does not exist fails before any cached verdict is given
     cache = cache or GradeCache()
     on_gpu = task.needs_gpu and _gpu_available(options)

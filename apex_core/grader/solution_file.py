@@ -46,3 +46,27 @@ def check_solution_file(task: Task, solution: Path) -> Path:
     except OSError as exc:
         raise SolutionFileError(f"solution file {solution} is not readable: {exc.strerror}") from None
     return solution.resolve()
+
+
+def solution_paths(task: Task, given: list[Path]) -> list[Path]:
+    """``given`` with each folder replaced by its solution files for ``task`` (the folder's own
+    files of an allowed ending, by name; hidden files left out): grading a folder of candidates is
+    one command. A folder without any is a SolutionFileError naming what it looked for; files are
+    left to ``check_solution_file``."""
+    paths: list[Path] = []
+    allowed = allowed_suffixes(task)
+    for path in given:
+        try:
+            is_folder = path.is_dir()
+        except (OSError, ValueError):
+            is_folder = False  # check_solution_file says why in one line
+        if not is_folder:
+            paths.append(path)
+            continue
+        found = sorted(f for f in path.iterdir() if f.suffix in allowed and not f.name.startswith(".") and f.is_file())
+        if not found:
+            raise SolutionFileError(f"folder {path} holds no {' or '.join(allowed)} solution file for the {task.language} task "
+                                    f"{task.id}; give a folder of solutions or a file, e.g. output/{task.id}/{task.solution_filename}")
+        paths.extend(found)
+    return paths
+

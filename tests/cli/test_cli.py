@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -88,6 +89,26 @@ def test_grade_takes_several_solutions_after_one_flag(apex_cli, tmp_path):
     assert [r["outcome"] for r in json.loads(done.stdout)] == ["wrong_answer", "ok"]
 
 
+def test_grade_takes_a_folder_of_candidates_and_ends_with_a_summary_table_best_score_first(apex_cli, tmp_path):
+    candidates = tmp_path / "candidates"
+    candidates.mkdir()
+    (candidates / "a_wrong.py").write_text("def rms_norm(x, weight, eps):\n    return x.copy()\n")
+    shutil.copyfile("apex_core/agents/canned/cpu-mini__rms_norm.py", candidates / "b_canned.py")
+    (candidates / "notes.txt").write_text("not a solution")
+    (candidates / ".hidden.py").write_text("raise SystemExit('a hidden file is not a candidate')")
+    cache = {"APEX_CACHE_DIR": str(tmp_path / "cache")}
+    graded = apex_cli("grade", "--task", "cpu-mini__rms_norm", "--solution", str(candidates), "--no-timing", "--json", env=cache)
+    assert graded.returncode == 0, graded.stderr
+    assert [(Path(r["solution_path"]).name, r["outcome"]) for r in json.loads(graded.stdout)] == [
+        ("a_wrong.py", "wrong_answer"), ("b_canned.py", "ok")]
+    table = apex_cli("grade", "--task", "cpu-mini__rms_norm", "--solution", str(candidates), "--no-timing",
+                     env={**cache, "COLUMNS": "200"})
+    assert table.returncode == 0, table.stderr
+    summary = table.stdout[table.stdout.index("2 solutions of cpu-mini__rms_norm, best score first"):]
+    assert "Grade 1 of 2: a_wrong.py" in table.stdout
+    assert summary.index("b_canned.py") < summary.index("a_wrong.py")  # the correct one ranks first
+
+
 def test_grade_runs_the_triton_task_in_the_interpreter_and_says_timing_means_nothing_there(apex_cli):
     done = apex_cli("grade", "--task", "llama-3-1-8b-instruct__rms_norm", "--solution",
                     "apex_core/kernels/rms_norm/baseline_triton.py", "--json", "--device", "cpu")
@@ -108,7 +129,8 @@ def test_grade_runs_the_triton_task_in_the_interpreter_and_says_timing_means_not
         (["eval", "--dry-run", "--task-id", "nope"], "unknown task id 'nope'"),
         (["grade", "--task", "nope", "--solution", "x.py"], "unknown task id 'nope'"),
         (["grade", "--task", "cpu-mini__rms_norm", "--solution", "/no/such/solution.py"], "does not exist"),
-        (["grade", "--task", "cpu-mini__rms_norm", "--solution", "/tmp"], "is not a file"),
+        (["grade", "--task", "cpu-mini__rms_norm", "--solution", "apex_core/grader/isolation/hip_on_cuda"],
+         "holds no .py solution file for the python task cpu-mini__rms_norm"),
         (["hardware", "--gpu", "gfx9500"], "did you mean 'gfx950'"),
         (["prompt", "--task-id", "cpu-mini__rms_norm", "--gpu", "rtx9090"], "unknown GPU arch or product 'rtx9090'"),
         (["tasks", "list", "--kernel", "rmsnorm"], "did you mean 'rms_norm'"),
