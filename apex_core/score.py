@@ -82,8 +82,8 @@ def normalized_score(score: float) -> float:
 THROUGHPUT_TERM_RANGE = (-0.5, 1.0)
 """The throughput term (kernel gain - 1) is clipped to this range: a model at most twice as fast or
 half as fast counts. No kernel swap inside one model earns more end to end (each is bounded by its
-share of device time, ``apex_core.patcher.credit``), so a figure beyond it is a broken or forged
-measurement, and one of them must not dominate a batch of rewards."""
+share of device time, ``apex_core.pipeline.stages.final.credit``), so a figure beyond it is a broken
+or forged measurement, and one of them must not dominate a batch of rewards."""
 
 
 def throughput_term(kernel_gain: float) -> float:

@@ -21,7 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from apex_core.analysis import identify_run, profile_workload  # noqa: E402
+from apex_core.analysis import profile_workload  # noqa: E402
+from apex_core.pipeline.stages.identify import identify_run  # noqa: E402
 from apex_core.workloads import benchmark, customize, get_workload  # noqa: E402
 from apex_core.workloads.runner import DEFAULT_MIN_RUN_S  # noqa: E402
 

@@ -1,6 +1,6 @@
 """The identifier MCP server: what a profiled workload's hot kernels are and where their code is.
 
-A thin layer over ``apex_core.analysis`` and ``apex_core.sources``: identify the kernels of a run
+A thin layer over the identify stage (``apex_core.pipeline.stages.identify``) and ``apex_core.sources``: identify the kernels of a run
 the profiler server wrote (kind, source, whether it can be patched, our task, the shapes the model
 passes), or find the source of one kernel by the name a profiler shows. The run folder a caller
 names must lie inside results/ (``servers._paths``): identifying writes identify.json into it.
@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastmcp import Context
 from pydantic import BaseModel, Field
 
-from apex_core.analysis import IdentifyReport, identify_run, latest_run
+from apex_core.pipeline.stages.identify import IdentifyReport, identify_run, latest_run
 from apex_core.sources import build_index
 from servers._common import READ_ONLY, create_server, in_thread_with_progress
 from servers._paths import RESULTS_ROOT, inside_results

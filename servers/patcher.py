@@ -1,8 +1,9 @@
 """The patcher MCP server: graded winners into the installed stack, and the model measured again.
 
-A thin layer over ``apex_core.patcher``: apply one solution graded here (checked inside the model,
-rolled back alone if it fails there), integrate the winners of a folder of signed gradings, show or undo what is
-patched, and run the final benchmark (original and patched model alternately, the tokens/s ratio
+A thin layer over ``apex_core.patcher`` and the pipeline's integrate and benchmark-final stages
+(``apex_core.pipeline.stages``): apply one solution graded here (checked inside the model, rolled
+back alone if it fails there), integrate the winners of a folder of signed gradings, show or undo
+what is patched, and run the final benchmark (original and patched model alternately, the tokens/s ratio
 with its interval, then everything restored). Every change goes through the crash-safe journal.
 """
 
@@ -16,14 +17,14 @@ from fastmcp import Context
 from fastmcp.exceptions import ToolError
 from pydantic import BaseModel, Field
 
-from apex_core.analysis.identify_run import profiled_shares
 from apex_core.grader import default_cache_dir
 from apex_core.patcher import EnvironmentStatus, RestoreReport, environment_status, restore
 from apex_core.patcher.accuracy import AccuracyReport, accuracy_gate
 from apex_core.patcher.apply import AppliedPatch, apply_solutions
-from apex_core.patcher.final import FinalBenchmark, as_first_benchmarked, benchmark_final, workload_kernel_stacks
 from apex_core.patcher.gradings import require_graded
-from apex_core.patcher.integrate import IntegrationReport, integrate
+from apex_core.pipeline.stages.final.benchmark import FinalBenchmark, as_first_benchmarked, benchmark_final, workload_kernel_stacks
+from apex_core.pipeline.stages.identify import profiled_shares
+from apex_core.pipeline.stages.integrate import IntegrationReport, integrate
 from apex_core.progress import Progress
 from servers._common import READ_ONLY, create_server, in_thread_with_progress
 from servers._paths import RESULTS_ROOT, inside_results

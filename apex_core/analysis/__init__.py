@@ -1,22 +1,16 @@
-"""A workload's kernels, found: profile a workload, then identify what its device time goes to.
+"""A workload profiled: its request mix under the profiler, kept in a run folder with its spec.
 
 The workflow over the engines (layer 4): ``profile_workload`` runs a workload (``workloads``) under
-the profiler (``profiling``) and keeps its run folder; ``identify_run`` reads that folder, asks the
-identifier (``identify``) what each hot kernel is, runs the model once more to record the shapes
-it passes at the patchable call sites, and writes ``identify.json`` next to the profile.
+the profiler (``profiling``) and keeps its run folder (``apex profile``, and the identify stage's
+first half). Identifying what each hot kernel of that folder is (``identify_run``, ``apex
+identify``) is the identify stage's logic, in ``apex_core/pipeline/stages/identify.py``.
 """
 
-from apex_core.analysis.identify_run import IDENTIFY_FILE, SHAPES_FILE, IdentifyReport, identify_run, latest_run
 from apex_core.analysis.profile_run import WORKLOAD_FILE, ProfileSummary, load_run_workload, profile_workload
 
 __all__ = [
-    "IDENTIFY_FILE",
-    "SHAPES_FILE",
     "WORKLOAD_FILE",
-    "IdentifyReport",
     "ProfileSummary",
-    "identify_run",
-    "latest_run",
     "load_run_workload",
     "profile_workload",
 ]

@@ -1,8 +1,9 @@
 """Profile a workload: its request mix under the profiler, kept in a run folder with its spec.
 
 The run folder holds ``profile.json`` and ``trace.json`` (``profiling.store``) and
-``workload.json``, the resolved spec that was profiled, so that ``identify_run`` can rebuild the
-same model later to record its call shapes.
+``workload.json``, the resolved spec that was profiled, so that ``identify_run`` (the identify
+stage, ``apex_core.pipeline.stages.identify``) can rebuild the same model later to record its call
+shapes.
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def identify_command(
     as_json: JsonOption = False,
 ) -> None:
     """Identify a profiled run's hot kernels: kind, source, whether it can be patched, our task, the shapes it is called with."""
-    from apex_core.analysis import identify_run, latest_run
+    from apex_core.pipeline.stages.identify import identify_run, latest_run
 
     if filter_stage not in ("before", "after"):
         raise ApexUserError(f"--filter takes 'before' or 'after', not {filter_stage!r}")

@@ -23,7 +23,7 @@ WorkloadOption = Annotated[Optional[str], typer.Option(
 
 
 def _kernel_stacks(workload: str | None, results_dir: Path) -> tuple[str, ...]:
-    from apex_core.patcher.final import workload_kernel_stacks
+    from apex_core.pipeline.stages.final.benchmark import workload_kernel_stacks
 
     return workload_kernel_stacks(workload, results_dir)
 
@@ -43,7 +43,7 @@ def integrate_command(
     as_json: JsonOption = False,
 ) -> None:
     """Patch the winners among graded solutions into the installed stack, each checked inside the model."""
-    from apex_core.patcher.integrate import integrate
+    from apex_core.pipeline.stages.integrate import integrate
 
     stacks = _kernel_stacks(workload, results)
     with progress_reporter("integrate") as progress:
@@ -72,8 +72,8 @@ def benchmark_final_command(
     points) and candidate (the winners), in rotating rounds; the kernel gain (candidate / control, what the
     kernels earned) and the integration gain (control / original, what the adapters do, never credited), each
     with a 95% interval, each winner's leave-one-out credit and Amdahl bound, drift; then every patch restored."""
-    from apex_core.analysis.identify_run import profiled_shares
-    from apex_core.patcher.final import as_first_benchmarked, benchmark_final
+    from apex_core.pipeline.stages.final.benchmark import as_first_benchmarked, benchmark_final
+    from apex_core.pipeline.stages.identify import profiled_shares
 
     spec, count = as_first_benchmarked(workload, results_dir, runs)
     shares = profiled_shares(spec.resolved(), results_dir)
@@ -193,7 +193,7 @@ def check_command(
     A failing patch set is bisected to the patches that make it fail, which are rolled back; the environment keeps
     exactly the patches that passed. Exit 0 when every patch passed, 1 when one was rolled back (the reason is printed)."""
     from apex_core.patcher.accuracy import DEFAULT_PROMPTS, DEFAULT_TOKENS, accuracy_gate
-    from apex_core.patcher.final import as_first_benchmarked
+    from apex_core.pipeline.stages.final.benchmark import as_first_benchmarked
 
     spec, _ = as_first_benchmarked(workload, results_dir, None)
     with progress_reporter("accuracy gate") as progress:

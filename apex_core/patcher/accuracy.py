@@ -8,12 +8,12 @@ on standard-normal rows may still move a model's logits a hundred times more tha
 
 How, with the environment holding the applied patches when the gate starts:
 
-1. each applied patch is bound to its solution file's sha256 (``arms.bound_patch``), so a file that
+1. each applied patch is bound to its solution file's sha256 (``hold.bound_patch``), so a file that
    changes during the gate is refused rather than compared;
 2. everything is restored and the *original* model runs in a confined child
    (``accuracy_worker``): the workload's model, same weights (its seed) and fixed prompts, greedy
    decode; its tensors come back as a file in the child's scratch, read with the tensors-only loader;
-3. the patches are put back (``arms.hold``; the in-model check is skipped for a file whose copy
+3. the patches are put back (``hold.hold``; the in-model check is skipped for a file whose copy
    beside the module is byte for byte the one checked when it was applied) and the *patched* model
    runs the same way; ``accuracy_compare.compare_arms`` judges it;
 4. a failing set is bisected: halves held alone on top of what already passed, down to the patch
@@ -39,7 +39,7 @@ from pydantic import BaseModel, Field
 
 from apex_core.errors import ApexUserError
 from apex_core.patcher.accuracy_compare import ArmOutputs, Comparison, Thresholds, compare_arms, thresholds_for
-from apex_core.patcher.arms import ArmPatch, bound_patch, checked_when_applied, hold
+from apex_core.patcher.hold import ArmPatch, bound_patch, checked_when_applied, hold
 from apex_core.patcher.lock import ProcessIdentity
 from apex_core.progress import Progress, reporter
 from apex_core.workloads.spec import WorkloadSpec

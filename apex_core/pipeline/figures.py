@@ -14,7 +14,7 @@ from typing import Annotated, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from apex_core.patcher.final import FinalBenchmark
+from apex_core.pipeline.stages.final.benchmark import FinalBenchmark
 from apex_core.workloads.spec import WorkloadSpec
 
 

@@ -20,11 +20,11 @@ from pathlib import Path
 
 from apex_core.grader import GradeResult
 from apex_core.storage import atomic_write
-from apex_core.patcher.credit import Gain
-from apex_core.patcher.final import DRIFT_THRESHOLD
 from apex_core.pipeline import report_svg as svg
 from apex_core.pipeline.figures import FinalFigures, ScoreSummary, TwoArmFinal
 from apex_core.pipeline.grading_facts import error_class
+from apex_core.pipeline.stages.final.benchmark import DRIFT_THRESHOLD
+from apex_core.pipeline.stages.final.credit import Gain
 from apex_core.pipeline.state import KernelRecord, RunState
 
 REPORT_MD, REPORT_HTML = "report.md", "report.html"

@@ -18,7 +18,7 @@ within the margin with the odds of a random vocabulary entry (about 3 in 100,000
 
 The margin is the accuracy gate's (``accuracy_compare.Thresholds.tie``): the lead of the position's
 top logit over the token's, at most ``tie`` times the position's largest absolute logit. This
-module measures the leads; the parent (``patcher.rounds``) judges them.
+module measures the leads; the parent (``pipeline.stages.final.rounds``) judges them.
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ runner saves the state after each. A stage that finds nothing to do raises ``com
 reason, so the stages after it are never run on nothing. Adding a stage is its module here and its
 name in ``STAGES`` (and the report's section for what it records).
 
+A stage's module is its logic's one home, which its own command calls too (``identify_run`` of
+``apex identify``, ``integrate`` of ``apex integrate``); the final benchmark, too big for one module,
+is ``benchmark_final.py`` with its parts in the package ``final``.
+
 This module holds only the order, so ``state`` can import it: a stage module is loaded by name
 when the runner first runs it.
 """

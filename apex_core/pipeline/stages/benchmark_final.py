@@ -1,4 +1,5 @@
-"""The benchmark-final stage: original, control and candidate in rounds (``apex_core.patcher.final``)."""
+"""The benchmark-final stage: original, control and candidate in rounds (the ``final`` package beside
+this module holds the benchmark: ``final/benchmark.py``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from apex_core.progress import Progress
 
 def run(state: RunState, progress: Progress | None) -> str:
     from apex_core.patcher import status
-    from apex_core.patcher.final import as_first_benchmarked, benchmark_final
+    from apex_core.pipeline.stages.final.benchmark import as_first_benchmarked, benchmark_final
 
     journal = status()
     if not any(k.integrated for k in state.kernels) or journal is None or not journal.active():

@@ -38,8 +38,9 @@ def test_the_in_model_check_the_benchmark_workers_and_the_accuracy_gate_run_patc
     """Every process that imports the patched solution after grading: the check inside the model,
     a final benchmark's worker and the accuracy gate's patched model."""
     from apex_core.patcher.accuracy import accuracy_gate
-    from apex_core.patcher.arms import Arm, BenchWorker, bound_patch
-    from apex_core.patcher.bench_worker import patched_files
+    from apex_core.patcher.hold import bound_patch
+    from apex_core.pipeline.stages.final.arms import Arm, BenchWorker
+    from apex_core.pipeline.stages.final.worker import patched_files
     from apex_core.workloads import get_workload
 
     marker = tmp_path.name

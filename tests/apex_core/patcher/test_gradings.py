@@ -23,7 +23,7 @@ from apex_core.grader.service import grade_solutions
 from apex_core.grader.solution_file import file_hash
 from apex_core.patcher import restore, status
 from apex_core.patcher.gradings import in_agent_workspace, require_graded, verified_grading
-from apex_core.patcher.integrate import find_gradings, integrate, judge
+from apex_core.pipeline.stages.integrate import find_gradings, integrate, judge
 from apex_core.errors import ApexUserError
 
 pytestmark = pytest.mark.site_packages  # patches transformers in this venv, or runs a model while tests do

@@ -10,9 +10,9 @@ import pytest
 
 import apex_core.analysis  # noqa: F401 - loads the modules patched below
 
-from apex_core.analysis.identify_run import IdentifyReport
 from apex_core.identify.result import IdentifiedKernel
 from apex_core.pipeline.stages import identify
+from apex_core.pipeline.stages.identify import IdentifyReport
 from apex_core.pipeline.stages.common import Skip
 from apex_core.pipeline.config import RunConfig
 from apex_core.pipeline.state import new_run
@@ -35,11 +35,10 @@ def gpt_oss_profile(monkeypatch, tmp_path):
                _kernel(8, "gpt-oss-20b__rms_norm", 0.01)]
     report = IdentifyReport(results_dir=str(tmp_path), workload="gpt-oss-20b", model="openai/gpt-oss-20b", dtype="bfloat16",
                             device="cuda", top_k=None, recorded_sites=4, kernels=kernels)
-    # apex_core.analysis re-exports the functions under their modules' names: patch the modules themselves.
+    # apex_core.analysis re-exports profile_workload under its module's name: patch the module itself.
     monkeypatch.setattr(sys.modules["apex_core.analysis.profile_run"], "profile_workload",
                         lambda spec, root, progress=None: (None, tmp_path))
-    monkeypatch.setattr(sys.modules["apex_core.analysis.identify_run"], "identify_run",
-                        lambda run_dir, top_k=None, progress=None: report)
+    monkeypatch.setattr(identify, "identify_run", lambda run_dir, top_k=None, progress=None: report)
 
 
 def test_identify_picks_the_top_kernels_that_could_be_integrated_and_names_the_rest_once(gpt_oss_profile, tmp_path):

@@ -1,5 +1,5 @@
 """A workload held loaded in a confined child process, stepped on request:
-``python -m apex_core.patcher.bench_worker --apex-channel R,W`` (started by ``arms.BenchWorker``).
+``python -m apex_core.pipeline.stages.final.worker --apex-channel R,W`` (started by ``arms.BenchWorker``).
 
 The final benchmark keeps one of these per arm (original, control, candidate, leave-one-out), each
 started while the environment held that arm's patches, so it keeps the code it imported. They are

@@ -1,13 +1,13 @@
 """The final benchmark's measurement: every arm loaded in its own confined worker, then stepped in
-rounds on shared request seeds. Nothing here credits anything (``final.py`` does, from what this
+rounds on shared request seeds. Nothing here credits anything (``benchmark.py`` does, from what this
 returns), so one measurement can be credited under other profiled shares without running again.
 
-How: one confined worker per arm (``arms.py``), each started while the environment held its arm's
-patches; then the environment is restored and the arms are stepped in rounds, every arm on the same
-freshly drawn request seed, in an order drawn afresh each round, timed by this process's clock.
-Before the rounds, a smoke round: a candidate slower than half the control is bisected to the
-winner that makes it so, which is left out (and reported). The original arm is stepped once before
-and once after the rounds: the session's drift.
+How: one confined worker per arm (``arms.py``, ``worker.py``), each started while the environment
+held its arm's patches; then the environment is restored and the arms are stepped in rounds, every
+arm on the same freshly drawn request seed, in an order drawn afresh each round, timed by this
+process's clock. Before the rounds, a smoke round: a candidate slower than half the control is
+bisected to the winner that makes it so, which is left out (and reported). The original arm is
+stepped once before and once after the rounds: the session's drift.
 
 After each round, untimed, the original arm (no patched code) audits every other arm's greedy tokens
 of that round (``apex_core.workloads.audit``: why this and not agreement between the arms): the
@@ -24,22 +24,11 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from apex_core.errors import ApexUserError
-from apex_core.patcher.arms import (
-    CANDIDATE,
-    CONTROL,
-    ORIGINAL,
-    Arm,
-    ArmPatch,
-    BenchWorker,
-    baseline_patch,
-    bound_patch,
-    checked_when_applied,
-    hold,
-    plan_arms,
-)
 from apex_core.patcher.accuracy_compare import thresholds_for
-from apex_core.patcher.credit import prefix_agreement
+from apex_core.patcher.hold import ArmPatch, bound_patch, checked_when_applied, hold
 from apex_core.patcher.patcher import restore, status
+from apex_core.pipeline.stages.final.arms import CANDIDATE, CONTROL, ORIGINAL, Arm, BenchWorker, baseline_patch, plan_arms
+from apex_core.pipeline.stages.final.credit import prefix_agreement
 from apex_core.progress import Progress, reporter
 from apex_core.workloads.audit import within_ties
 from apex_core.workloads.spec import WorkloadSpec
@@ -76,7 +65,7 @@ def measure_rounds(spec: WorkloadSpec, runs: int, results_root: Path, *, warmup:
     """Load every arm of this environment's applied patches and step them ``runs`` rounds; restore
     the environment whatever happens."""
     from apex_core.grader import require_confinement
-    from apex_core.patcher.bench_worker import patched_files
+    from apex_core.pipeline.stages.final.worker import patched_files
 
     report = reporter(progress)
     journal = status()

@@ -17,15 +17,15 @@ import pytest
 from apex_core.errors import ApexUserError
 from apex_core.patcher import restore, status
 from apex_core.patcher.apply import apply_solutions
-from apex_core.patcher.credit import IMPLAUSIBLE, amdahl_bound, prefix_agreement, ratio_interval
-from apex_core.patcher.final import FINAL_FILE, MIN_PAIRS, as_first_benchmarked, benchmark_final, credit_rounds
-from apex_core.patcher.rounds import Rounds, _audit_round, measure_rounds
+from apex_core.pipeline.stages.final.benchmark import FINAL_FILE, MIN_PAIRS, as_first_benchmarked, benchmark_final, credit_rounds
+from apex_core.pipeline.stages.final.credit import IMPLAUSIBLE, amdahl_bound, prefix_agreement, ratio_interval
+from apex_core.pipeline.stages.final.rounds import Rounds, _audit_round, measure_rounds
 from apex_core.tasks import get_task
 from apex_core.workloads import get_workload
 
 pytestmark = pytest.mark.site_packages  # patches transformers in this venv, or runs a model while tests do
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[5]
 TASK = "cpu-mini__rms_norm"
 GOOD = REPO_ROOT / "apex_core" / "agents" / "canned" / f"{TASK}.py"
 BASELINE = get_task(TASK).baseline_path

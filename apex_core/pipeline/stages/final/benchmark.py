@@ -30,8 +30,9 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from apex_core.errors import ApexUserError
-from apex_core.patcher.arms import CANDIDATE, CONTROL, ORIGINAL, WITHOUT, ArmPatch
-from apex_core.patcher.credit import (
+from apex_core.patcher.hold import ArmPatch
+from apex_core.pipeline.stages.final.arms import CANDIDATE, CONTROL, ORIGINAL, WITHOUT
+from apex_core.pipeline.stages.final.credit import (
     IMPLAUSIBLE,
     MIN_PAIRS,
     Gain,
@@ -42,7 +43,7 @@ from apex_core.patcher.credit import (
     ratio_interval,
     share_in_arm,
 )
-from apex_core.patcher.rounds import Rounds, measure_rounds
+from apex_core.pipeline.stages.final.rounds import Rounds, measure_rounds
 from apex_core.progress import Progress, reporter
 from apex_core.score import model_reward, throughput_term
 from apex_core.workloads.spec import WorkloadSpec
@@ -123,7 +124,7 @@ def benchmark_final(spec: WorkloadSpec, runs: int, results_root: Path, *, warmup
                     progress: Progress | None = None) -> FinalBenchmark:
     """Measure ``spec``'s three arms (and leave-one-out arms) for this environment's applied
     patches, restore, and credit what was measured. ``shares``: task id -> profiled device-time
-    share of the original (``apex_core.analysis.identify_run.profiled_shares`` finds them); a winner
+    share of the original (``apex_core.pipeline.stages.identify.profiled_shares`` finds them); a winner
     without one has no bound, and the kernel gain is then reported but not credited."""
     if runs < 2:
         raise ApexUserError(f"--runs {runs}: the interval needs at least 2 rounds ({MIN_PAIRS} by default)")

@@ -15,7 +15,7 @@ from apex_core.patcher import restore, status
 
 pytestmark = pytest.mark.site_packages  # patches transformers in this venv, or runs a model while tests do
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[4]
 TASK = "cpu-mini__rms_norm"
 CANNED = REPO_ROOT / "apex_core" / "agents" / "canned" / f"{TASK}.py"
 BASELINE = REPO_ROOT / "apex_core" / "kernels" / "rms_norm" / "baseline_python.py"

@@ -1,5 +1,5 @@
-"""The final benchmark's arms: which solution sits at which patch point in each, how the
-environment is made to hold exactly that, and the confined worker that runs one arm.
+"""The final benchmark's arms: which solution sits at which patch point in each, and the confined
+worker that runs one arm (``apex_core.patcher.hold`` makes the environment hold exactly an arm).
 
 An arm is a set of patches (task, solution file, point). The original arm has none; the control
 has each integrated kernel's task *baseline* at the winner's point; the candidate has the winners;
@@ -10,19 +10,20 @@ is loaded the environment is restored and the arms are stepped in turn.
 
 Every solution is bound to its sha256 when the benchmark starts: an arm is never built from a file
 that changed since (an agent's process editing its winner mid-benchmark changes nothing measured).
+Binding and holding a set of patches is the patcher's (``patcher.hold``: the accuracy gate holds
+sets too); which set each arm is, and the worker that runs it, are the final benchmark's.
 """
 
 from __future__ import annotations
 
 import secrets
 import time
-from pathlib import Path
 
 from pydantic import BaseModel
 
 from apex_core.errors import ApexUserError
-from apex_core.grader import ChildFailed, ConfinedChild, file_hash
-from apex_core.patcher.journal import PatchRecord
+from apex_core.grader import ChildFailed, ConfinedChild
+from apex_core.patcher.hold import ArmPatch, bound_patch
 from apex_core.workloads.spec import WorkloadSpec
 
 ORIGINAL, CONTROL, CANDIDATE = "original", "control", "candidate"
@@ -31,23 +32,10 @@ LOAD_TIMEOUT_S = 1800.0
 STEP_TIMEOUT_S = 900.0
 
 
-class ArmPatch(BaseModel):
-    task_id: str
-    solution: str
-    point: str | None = None
-    sha256: str
-
-
 class Arm(BaseModel):
     name: str
     """original, control, candidate, or without:<task id>."""
     patches: list[ArmPatch]
-
-
-def bound_patch(task_id: str, solution: Path, point: str | None) -> ArmPatch:
-    if not solution.is_file():
-        raise ApexUserError(f"{task_id}: its solution {solution} is gone; nothing was measured")
-    return ArmPatch(task_id=task_id, solution=str(solution), point=point, sha256=file_hash(solution))
 
 
 def baseline_patch(winner: ArmPatch) -> ArmPatch:
@@ -68,52 +56,13 @@ def plan_arms(winners: list[ArmPatch], baselines: dict[str, ArmPatch]) -> list[A
     return arms
 
 
-def checked_when_applied(records: list[PatchRecord], unconfined: bool) -> set[tuple[str, str, str]]:
-    """(task, sha256, point) of each applied patch whose in-model check passed, as the journal
-    records it, confined (or either way when ``unconfined``): putting exactly those bytes back at that
-    point need not check them again. A journal from before the record kept hashes vouches for none."""
-    modes = {"confined", "unconfined"} if unconfined else {"confined"}
-    return {(r.task_id, r.sha256, r.point) for r in records
-            if r.state == "applied" and r.task_id and r.sha256 and r.point and r.checked in modes}
-
-
-def hold(patches: list[ArmPatch], results_root: Path, checked: set[tuple[str, str, str]], *,
-         unconfined: bool = False, owned: bool = True) -> None:
-    """Make the environment hold exactly ``patches``: everything restored, then each applied at its
-    point. A (task, file, point) already checked inside the model in this benchmark is not checked
-    again; a file whose sha256 moved since the benchmark began is refused. ``owned``: the patches
-    are this process's own, so a benchmark killed between arms leaves none behind (the next apex
-    command rolls them back); the accuracy gate, which leaves the user's patches in place, keeps
-    them as they were."""
-    from apex_core.patcher.apply import apply_solutions
-    from apex_core.patcher.patcher import restore
-
-    restore()
-    if not patches:
-        return
-    for patch in patches:
-        path = Path(patch.solution)
-        if not path.is_file() or file_hash(path) != patch.sha256:
-            raise ApexUserError(f"{patch.task_id}: {patch.solution} changed during the final benchmark; nothing was measured")
-    applied = apply_solutions([(p.task_id, Path(p.solution)) for p in patches], results_root,
-                              points={p.task_id: p.point for p in patches if p.point}, unconfined=unconfined,
-                              already_checked=frozenset(checked), owned=owned)
-    moved = [r for r, p in zip(applied, patches) if r.sha256 != p.sha256]
-    if moved:
-        raise ApexUserError(f"{moved[0].task_id}: {moved[0].solution} changed during the final benchmark; nothing was measured")
-    failed = [r for r in applied if not r.applied]
-    if failed:
-        raise ApexUserError(f"{failed[0].task_id} no longer passes inside the model ({failed[0].reason}); nothing was measured")
-    checked.update((r.task_id, r.sha256, r.point) for r in applied)
-
-
 class BenchWorker:
     """One arm's workload in a confined child, stepped on request and timed by this process."""
 
     def __init__(self, arm: Arm, spec: WorkloadSpec, patched: list[tuple[str, str]], *, unconfined: bool = False) -> None:
         self.arm = arm
         self.spec = spec
-        self.child = ConfinedChild("apex_core.patcher.bench_worker", unconfined=unconfined)
+        self.child = ConfinedChild("apex_core.pipeline.stages.final.worker", unconfined=unconfined)
         self.graph_fallback: str | None = None
         try:
             reply = self.child.request({"op": "load", "spec": spec.model_dump(mode="json"), "patched": patched}, LOAD_TIMEOUT_S)

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from apex_core.analysis import IDENTIFY_FILE, SHAPES_FILE, identify_run, latest_run, profile_workload
-from apex_core.analysis.identify_run import profiled_shares
+from apex_core.analysis import profile_workload
+from apex_core.pipeline.stages.identify import IDENTIFY_FILE, SHAPES_FILE, identify_run, latest_run, profiled_shares
 from apex_core.errors import ApexUserError
 from apex_core.workloads import get_workload
 
 pytestmark = pytest.mark.site_packages  # patches transformers in this venv, or runs a model while tests do
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[4]
 
 
 @pytest.fixture(scope="module")
