@@ -24,7 +24,10 @@ APEX_ROOT = Path(__file__).resolve().parents[1]
 SERVERS_ROOT = APEX_ROOT.parent / "servers"
 """The MCP servers: the grader an agent calls is one of them."""
 LIBRARIES = ("numpy", "torch", "triton")
-_PROTECTED_SUFFIXES = (".py", ".toml", ".json", ".md")
+_PROTECTED_SUFFIXES = (".py", ".toml", ".json", ".md", ".h", ".hpp", ".cuh")
+"""Apex's own files a grading may not change: code, task definitions, docs, and the headers that
+compile into HIP solutions (``isolation/hip_on_cuda/``: a changed header would change the next
+solution's build)."""
 
 
 def _library_roots() -> list[Path]:

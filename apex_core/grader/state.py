@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from apex_core.grader.isolation.pool import WorkerPool
+from apex_core.grader.isolation.pool import WorkerPool, pop_live
 from apex_core.grader.isolation.process import WorkerProcess, WorkerSpec
 
 BASELINE_WORKERS_KEPT = 4
@@ -42,17 +42,9 @@ class BaselineWorkers:
         self._lock = threading.Lock()
 
     def check_out(self, key: tuple[str, str, WorkerSpec]) -> WorkerProcess | None:
-        dead: list[WorkerProcess] = []
-        found = None
         with self._lock:
-            idle = self._idle.get(key, [])
-            while idle and found is None:
-                worker = idle.pop()
-                if worker.alive():
-                    found = worker
-                else:
-                    dead.append(worker)
-        for worker in dead:  # closing kills and removes a scratch folder: not under the lock
+            found, dead = pop_live(self._idle.get(key, []))
+        for worker in dead:
             worker.close()
         return found
 

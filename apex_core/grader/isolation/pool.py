@@ -22,6 +22,19 @@ MAX_READY = min(8, (os.cpu_count() or 2) // 2)
 and each start keeps a core busy for seconds (so a 2-core machine keeps ready_per_spec)."""
 
 
+def pop_live(idle: list[WorkerProcess]) -> tuple[WorkerProcess | None, list[WorkerProcess]]:
+    """Pop ``idle``'s most recently added live worker (None: none left), and the dead ones popped on
+    the way, for the caller to close once it has let go of its lock (closing kills a process and
+    removes its scratch folder: seconds that no other grading should wait for)."""
+    dead: list[WorkerProcess] = []
+    while idle:
+        worker = idle.pop()
+        if worker.alive():
+            return worker, dead
+        dead.append(worker)
+    return None, dead
+
+
 class WorkerPool:
     def __init__(self, ready_per_spec: int = 3, start_worker: Callable[[WorkerSpec], WorkerProcess] = WorkerProcess) -> None:
         self.ready_per_spec = ready_per_spec
@@ -39,18 +52,13 @@ class WorkerPool:
         Finding the pool empty means gradings outpace the starts: the pool then keeps one more
         worker ready for this spec (up to MAX_READY; docs/grader.md, 'Measured reasons').
         """
-        worker = None
         with self._lock:
-            ready = self._ready.setdefault(spec, [])
-            while ready and worker is None:
-                candidate = ready.pop()
-                if candidate.alive():
-                    worker = candidate
-                else:
-                    candidate.close()
+            worker, dead = pop_live(self._ready.setdefault(spec, []))
             if worker is None:
                 wanted = self._target.get(spec, self.ready_per_spec) + 1
                 self._target[spec] = max(self.ready_per_spec, min(MAX_READY, wanted))
+        for gone in dead:
+            gone.close()
         if worker is None:
             worker = self._start_worker(spec)
         worker.timeout_s = timeout_s

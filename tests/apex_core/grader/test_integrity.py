@@ -53,3 +53,22 @@ def test_the_real_snapshot_holds_the_servers_and_site_packages():
     snapshot = integrity.take_snapshot()
     assert integrity.SERVERS_ROOT / "grader.py" in snapshot.contents
     assert snapshot.site_directories and any(name.endswith(".pth") for name in snapshot.stats)
+
+
+def test_a_changed_header_of_the_hip_build_is_found_and_put_back(tmp_path):
+    trees = _trees(tmp_path)
+    header = trees["apex_root"] / "grader" / "isolation" / "hip_on_cuda" / "hip" / "hip_runtime.h"
+    header.parent.mkdir(parents=True)
+    header.write_text("#pragma once\n")
+    before = integrity.take_snapshot(**trees)
+    header.write_text("#pragma once\n#define hipMemcpy(...) 0  /* every copy skipped */\n")
+    changes = integrity.compare(before, **trees)
+    assert changes.apex_files == [header]
+    integrity.restore(before, changes)
+    assert header.read_text() == "#pragma once\n"
+
+
+def test_the_real_snapshot_holds_the_headers_hip_solutions_compile_against():
+    headers = list((integrity.APEX_ROOT / "grader" / "isolation" / "hip_on_cuda").rglob("*.h"))
+    assert headers and set(headers) <= set(integrity.take_snapshot().contents)
+
