@@ -173,6 +173,16 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def interruptible() -> None:
+    """``preexec_fn`` for a child a test interrupts with SIGINT: Ctrl-C's default back. A process
+    started in the background by a non-interactive shell (``cmd &``, as a CI runner or a detached
+    test run may be) inherits SIGINT ignored, and a Python started so never installs its
+    KeyboardInterrupt handler: the interrupt would then test nothing but the inheritance."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_apex(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run the real ``apex`` command line in a child process, as a user would."""
     full_env = {**os.environ, "APEX_CACHE_DIR": str(_SESSION_CACHE), **(env or {})}

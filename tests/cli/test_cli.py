@@ -240,6 +240,7 @@ def test_ctrl_c_during_a_grading_is_one_line_and_leaves_no_traceback(tmp_path):
     import signal
 
     from tests.conftest import REPO_ROOT as ROOT
+    from tests.conftest import interruptible
 
     sleepy = tmp_path / "sleepy.py"
     sleepy.write_text("import time\ntime.sleep(120)\ndef rms_norm(x, weight, eps):\n    return x\n")
@@ -247,7 +248,7 @@ def test_ctrl_c_during_a_grading_is_one_line_and_leaves_no_traceback(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "APEX_CACHE_DIR": str(tmp_path / "cache"), "PYTHONFAULTHANDLER": "1"}
     child = subprocess.Popen([sys.executable, "-m", "apex_core.cli.main", "grade", "--task", "cpu-mini__rms_norm",
                               "--solution", str(sleepy), "--no-cache"], cwd=tmp_path, env=env, start_new_session=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     seen = []
     for line in child.stderr:  # the grading's progress: inside the command, past the imports
         seen.append(line)

@@ -101,6 +101,8 @@ def test_ctrl_c_delivered_to_another_thread_still_interrupts_a_read_from_a_silen
     import subprocess
     import sys
 
+    from tests.conftest import interruptible
+
     script = (
         "import os, signal, threading, time\n"
         "from apex_core.grader.isolation import wire\n"
@@ -116,5 +118,5 @@ def test_ctrl_c_delivered_to_another_thread_still_interrupts_a_read_from_a_silen
     )
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     done = subprocess.run([sys.executable, "-c", script], cwd=root, env={**os.environ, "PYTHONPATH": root},
-                          capture_output=True, text=True, timeout=30)
+                          capture_output=True, text=True, timeout=30, preexec_fn=interruptible)
     assert done.returncode == 130, done.stderr[-800:]
