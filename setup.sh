@@ -99,11 +99,11 @@ else
     # Not exercised on our machines (no ROCm there): follows PyTorch's documented ROCm wheel index.
     ROCM_SERIES="${APEX_ROCM_SERIES:-$(cut -d. -f1,2 /opt/rocm/.info/version 2>/dev/null || echo 7.2)}"
     say "==> installing torch for ROCm $ROCM_SERIES"
-    "${PIP[@]}" install torch --index-url "https://download.pytorch.org/whl/rocm$ROCM_SERIES"
+    "${PIP[@]}" install --no-compile torch --index-url "https://download.pytorch.org/whl/rocm$ROCM_SERIES"
   else
     TORCH_SPEC="torch==${APEX_TORCH_VERSION:-2.13.0}"
     say "==> installing $TORCH_SPEC"
-    "${PIP[@]}" install "$TORCH_SPEC" || "${PIP[@]}" install 'torch>=2.4,<3'
+    "${PIP[@]}" install --no-compile "$TORCH_SPEC" || "${PIP[@]}" install --no-compile 'torch>=2.4,<3'
   fi
 
   # --- the package and the rest of its dependencies -------------------------------------------
@@ -111,7 +111,12 @@ else
   # The ROCm torch brings its own Triton (pytorch-triton-rocm); PyPI's triton would replace it.
   "$VPY" -c 'import torch, sys; sys.exit(not getattr(torch.version, "hip", None))' >/dev/null 2>&1 || EXTRAS="$EXTRAS,triton"
   say "==> installing apex-kernels[$EXTRAS]"
-  "${PIP[@]}" install -e ".[$EXTRAS]"
+  "${PIP[@]}" install --no-compile -e ".[$EXTRAS]"
+  # pip byte-compiles every file it installs in one process (about 27,000 here: a minute of one
+  # core on the 2-core CI machine); installing with --no-compile and compiling once on every core
+  # leaves the same .pyc files (confined children, whose site-packages is read-only, need them).
+  say "==> byte-compiling the environment on every core"
+  "$VPY" -m compileall -q -j 0 "$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null 2>&1 || true
   "$VPY" -c 'import apex_core, torch, numpy, pydantic, fastmcp, mcp, typer' \
     || die "the environment in $VENV does not import; see the pip output above"
   echo "$STAMP" > "$STAMP_FILE"
