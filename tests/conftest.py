@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import durations
 from tests.worker_environments import in_worker_environment, put_own_site_first
 
 put_own_site_first()  # before any test imports transformers
@@ -151,7 +152,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             module = item.nodeid.split("::", 1)[0]
             item.add_marker(pytest.mark.xdist_group(f"{SITE_PACKAGES_GROUP}:{module}" if own_environment else SITE_PACKAGES_GROUP))
     _skip_gpu_tests(items)
-    return (yield)
+    result = yield
+    if os.environ.get("PYTEST_XDIST_WORKER") and not config.getoption("loadscopereorder", True):
+        # xdist's own impl has named the groups (``@group``); the controller takes the workers' order.
+        order = durations.longest_first([item.nodeid for item in items], durations.load())
+        items[:] = [items[i] for i in order]
+    return result
 
 
 def _skip_gpu_tests(items: list[pytest.Item]) -> None:
