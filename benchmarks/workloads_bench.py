@@ -6,7 +6,10 @@ For each (workload, kernel stacks): tokens/s over N runs with their CV, the prof
 and task, and the share of device time (CPU time on the CPU) whose kernel maps to one of our tasks.
 
 Run: ``python benchmarks/workloads_bench.py --cases cpu-mini --out FILE.json`` here, or on a GPU
-``--cases llama-3-1-8b-instruct,llama-3-1-8b-instruct+liger,qwen3-5-27b,qwen3-5-27b+fla,gpt-oss-20b,deepseek-r1``.
+``--cases llama-3-1-8b-instruct,llama-3-1-8b-instruct+liger,qwen3-5-27b,qwen3-5-27b+fla,gpt-oss-20b,deepseek-r1``,
+or ``--cases models``: every registry model's embedded workload (the 24 of issue 30), one after
+another; each top kernel then carries the shapes it was called with (recorded, or the profiler's),
+from which tasks at observed shapes are made.
 Record what it prints, with machine, date and commit, in docs/benchmarks.md.
 """
 
@@ -37,7 +40,8 @@ def one_case(case: str, runs: int, top: int, root: Path, min_run_s: float) -> di
     mapped = sum(k.device_time_share for k in everything.kernels if k.task_id)
     top_kernels = [
         {"name": k.name[:90], "kind": k.kind, "share": round(k.device_time_share, 4), "source": k.source,
-         "patchable": k.patchable, "task_id": k.task_id}
+         "patchable": k.patchable, "task_id": k.task_id, "shapes_from": k.shapes_from,
+         "shapes": [record.model_dump(mode="json") for record in k.shapes[:4]]}
         for k in everything.kernels[:top]
     ]
     return {
@@ -51,6 +55,19 @@ def one_case(case: str, runs: int, top: int, root: Path, min_run_s: float) -> di
     }
 
 
+def _cases(text: str) -> list[str]:
+    """The comma-separated cases; ``models`` stands for every registry model's embedded workload."""
+    from apex_core.workloads import list_workloads
+
+    cases: list[str] = []
+    for case in text.split(","):
+        if case == "models":
+            cases += [s.id for s in list_workloads() if s.stack == "transformers" and s.id != "cpu-mini"]
+        else:
+            cases.append(case)
+    return cases
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="cpu-mini", help="comma-separated workload ids, '+stack' for kernel stacks")
@@ -61,7 +78,7 @@ def main() -> None:
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory(prefix="apex-workloads-bench-") as folder:
-        for case in args.cases.split(","):
+        for case in _cases(args.cases):
             row = one_case(case, args.runs, args.top, Path(folder), args.min_run_s)
             results.append(row)
             cv = f"{100 * row['cv']:.1f}%" if row["cv"] is not None else "-"

@@ -22,7 +22,7 @@ from typing import Literal
 from apex_core.profiling.names import strip_balanced
 
 KERNEL_KINDS: tuple[str, ...] = (
-    "rms_norm", "fused_add_rms_norm", "rope", "silu_and_mul", "swiglu_clamped", "gemm_bf16", "gemm_fp8",
+    "rms_norm", "fused_add_rms_norm", "rope", "silu_and_mul", "gelu_tanh_and_mul", "swiglu_clamped", "gemm_bf16", "gemm_fp8",
     "fused_moe", "moe_router", "paged_decode_attention", "prefill_attention", "mla_decode",
     "gated_delta_rule", "causal_conv1d", "fp8_quant", "reshape_and_cache",
 )
@@ -49,6 +49,8 @@ NAME_RULES = _rules(
     (r"rms_?norm\w*gate|gated\w*rms_?norm|norm_gate", OTHER),
     (r"rms_?norm", "rms_norm"),
     (r"swiglu\w*(?:clamp|limit|oai)|clamp\w*swiglu", "swiglu_clamped"),
+    # vLLM's act_and_mul_kernel takes its activation as a template argument: GELU's tanh form is GeGLU
+    (r"gelu_tanh_and_mul|gelu_tanh_mul|geglu|act_and_mul\w*<.*gelu_tanh", "gelu_tanh_and_mul"),
     (r"silu_and_mul|silu_mul|act_and_mul|swiglu", "silu_and_mul"),
     (r"rope\b|_rope|rope_|rotary|rotate_half", "rope"),
     (r"per_token(?:_group)?_quant|(?:fp8|f8|e4m3)\w*(?<!de)quant|(?<!de)quant\w*(?:fp8|f8|e4m3)|scaled_fp8_quant", "fp8_quant"),
@@ -92,6 +94,10 @@ MODULE_RULES: tuple[tuple[re.Pattern[str], re.Pattern[str] | None, str], ...] = 
         (r"Attention$|Attn$", _ROPE_OPS, "rope"),
         (r"Attention$|Attn$", r"mm|matmul|softmax|attention|attn|fmha|flash", "prefill_attention"),
         (r"^SiLU$|SiLUActivation", None, "silu_and_mul"),
+        # Gemma's GeGLU: the tanh-approximated GELU runs in its activation module, the multiply by
+        # up in the MLP itself. (Falcon's ungated MLP uses GELUActivation, the exact GELU: no kind.)
+        (r"^GELUTanh$|PytorchGELUTanh", None, "gelu_tanh_and_mul"),
+        (r"^Gemma\w*MLP$", _ELEMENTWISE, "gelu_tanh_and_mul"),
         # cpu-mini's MLP: its projections are child Linear modules, so its own time is the activation.
         (r"^TaskMLP$", None, "silu_and_mul"),
         (r"MLP$", _ELEMENTWISE, "silu_and_mul"),

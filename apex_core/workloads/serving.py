@@ -291,9 +291,9 @@ def write_model_dir(spec: WorkloadSpec, folder: Path) -> Path:
 
 def _architecture(spec: WorkloadSpec) -> str:
     from apex_core.models import get_model
+    from apex_core.workloads.families import FAMILIES
 
-    return {"llama3": "LlamaForCausalLM", "qwen3.5": "Qwen3_5ForCausalLM", "gpt-oss": "GptOssForCausalLM",
-            "deepseek-v3": "DeepseekV3ForCausalLM"}[get_model(spec.model).family]
+    return FAMILIES[get_model(spec.model).family].architecture
 
 
 def health_ok(base_url: str, timeout: float = 5.0) -> bool:

@@ -16,7 +16,8 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from apex_core.errors import ApexUserError, UnknownNameError, nearest
-from apex_core.models import get_model
+from apex_core.models import MODELS, get_model
+from apex_core.workloads.families import FAMILIES
 
 Stack = Literal["transformers", "vllm", "sglang"]
 KernelStack = Literal["liger", "fla"]
@@ -28,17 +29,30 @@ Layers = int | Literal["full"]
 FULL = "full"
 
 DEFAULT_LAYERS: dict[str, Layers] = {
-    "cpu-mini": 2, "llama-3-1-8b-instruct": 8, "qwen3-5-27b": 4, "gpt-oss-20b": 2, "deepseek-r1": 2,
+    "cpu-mini": 2,
+    # dense decoders: the depth measured for Llama-3.1-8B
+    "llama-3-2-1b-instruct": 8, "llama-3-1-8b-instruct": 8, "llama-3-1-70b-instruct": 8, "llama-3-3-70b-instruct": 8,
+    "deepseek-r1-distill-llama-70b": 8, "mistral-7b-instruct-v0-3": 8, "qwen2-5-7b-instruct": 8,
+    "qwen2-5-32b-instruct": 8, "qwen2-5-72b-instruct": 8, "qwen2-5-coder-32b-instruct": 8, "gemma-2-9b-it": 8,
+    "gemma-2-27b-it": 8, "phi-3-5-mini-instruct": 8, "phi-4": 8, "falcon-7b-instruct": 8,
+    # the fewest layers that hold every kind of layer the model has
+    "qwen3-5-27b": 4, "qwen3-5-35b-a3b": 4, "gpt-oss-20b": 2, "gpt-oss-120b": 2, "deepseek-r1": 2, "deepseek-v3": 2,
+    "kimi-k2-thinking": 2, "mixtral-8x7b-instruct-v0-1": 2, "mixtral-8x22b-instruct-v0-1": 2,
 }
 """The default depth per model, the one place to change it (a number, or "full" for the registry's
-real depth). Llama: 8 layers, measured on an H200 (2026-12-05, docs/benchmarks.md): the share of
-device time of rms_norm + silu_and_mul + rope is 0.961 of the full 32-layer model's (2 layers:
-0.837, 4: 0.914), CV 1.1% and drift -0.8% under graphs. The others: the fewest layers that hold
-every kind of layer the model has (Qwen3.5: three
-gated-delta-net layers and one full-attention layer; GPT-OSS: one sliding-window and one full layer;
-DeepSeek-R1: one dense and one MoE layer). A kernel's share of device time depends on depth (the
-embedding and LM head weigh more in a shallow model); benchmarks/workload_depth.py measures the
-shares and the noise at several depths on a GPU, to choose these numbers from."""
+real depth).
+
+Llama-3.1-8B: 8 layers, measured on an H200 (2026-12-05, docs/benchmarks.md): the share of device
+time of rms_norm + silu_and_mul + rope is 0.961 of the full 32-layer model's (2 layers: 0.837, 4:
+0.914), CV 1.1% and drift -0.8% under graphs. The other dense decoders (Llama's other sizes,
+Mistral, Qwen2.5, Gemma 2 with four sliding and four full layers, Phi, Falcon) take the same 8,
+not yet measured for them. Models with layers of several kinds take the fewest that hold every
+kind: Qwen3.5 (dense and MoE): three gated-delta-net layers and one full-attention layer; gpt-oss:
+one sliding-window and one full layer; DeepSeek-V3's architecture (R1, V3, Kimi K2): one dense and
+one MoE layer; Mixtral: two MoE layers, its experts being most of its device time. A kernel's
+share of device time depends on depth (the embedding and LM head weigh more in a shallow model);
+benchmarks/workload_depth.py measures the shares and the noise at several depths on a GPU, to
+choose these numbers from."""
 
 
 class WorkloadSpec(BaseModel):
@@ -168,16 +182,13 @@ def _catalogue() -> dict[str, WorkloadSpec]:
                         "task's NumPy entry point; runs anywhere in seconds.",
         )
     ]
-    gpu_models = {
-        "llama-3-1-8b-instruct": "Llama-3.1-8B-Instruct",
-        "qwen3-5-27b": "Qwen3.5-27B",
-        "gpt-oss-20b": "GPT-OSS-20B",
-        "deepseek-r1": "DeepSeek-R1",
-    }
+    gpu_models = {slug: model.hf_id.rsplit("/", 1)[-1] for slug, model in MODELS.items() if not model.synthetic}
     for slug, name in gpu_models.items():
+        differences = FAMILIES[MODELS[slug].family].differences
         specs.append(WorkloadSpec(
             id=slug, model=slug,
-            description=f"{name} built from its registry config with transformers (random weights, reduced layers).",
+            description=f"{name} built from its registry config with transformers (random weights, reduced layers"
+                        + (f"; {differences}" if differences else "") + ").",
         ))
     for stack, what in (("vllm", "vLLM"), ("sglang", "SGLang")):
         for slug, name in gpu_models.items():
@@ -206,13 +217,16 @@ def get_workload(workload_id: str) -> WorkloadSpec:
 
 
 class UnknownWorkloadError(UnknownNameError):
-    """An unknown workload id; the message lists every valid one (there are few)."""
+    """An unknown workload id; the message names every valid one, the served ones by their rule
+    (every model's id with -vllm or -sglang), which keeps the one line readable."""
 
     def __init__(self, name: str) -> None:
         super().__init__("workload", name, WORKLOADS)
         close = nearest(name, self.known)
         hint = f"did you mean {', '.join(repr(c) for c in close)}? " if close else ""
-        self.args = (f"unknown workload {name!r}: {hint}the workloads are {', '.join(WORKLOADS)}",)
+        embedded = [spec.id for spec in WORKLOADS.values() if spec.stack == "transformers"]
+        self.args = (f"unknown workload {name!r}: {hint}the workloads are {', '.join(embedded)}, and each but cpu-mini "
+                     "also served as <id>-vllm and <id>-sglang (apex workloads list)",)
 
 
 def customize(

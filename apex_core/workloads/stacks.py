@@ -32,16 +32,24 @@ EXTRAS = {
 
 LIGER_FUNCTIONS = {
     "llama3": "apply_liger_kernel_to_llama",
+    "mistral": "apply_liger_kernel_to_mistral",
+    "mixtral": "apply_liger_kernel_to_mixtral",
+    "qwen2": "apply_liger_kernel_to_qwen2",
+    "gemma2": "apply_liger_kernel_to_gemma2",
+    "phi3": "apply_liger_kernel_to_phi3",
     "qwen3.5": "apply_liger_kernel_to_qwen3_5",
+    "qwen3.5-moe": "apply_liger_kernel_to_qwen3_5_moe",
     "gpt-oss": "apply_liger_kernel_to_gpt_oss",
     "deepseek-v3": "apply_liger_kernel_to_deepseek_v3",
 }
-"""Registry family -> Liger's function for it (liger_kernel.transformers)."""
-
-FLA_FAMILIES = ("qwen3.5",)
-"""Families with layers that flash-linear-attention runs (gated delta rule)."""
+"""Registry family -> Liger's function for it (liger_kernel.transformers 0.8.5 has each; it has
+none for the original Falcon, only for Falcon-H1)."""
 
 QWEN3_5_MODELING = "transformers.models.qwen3_5.modeling_qwen3_5"
+FLA_MODELING = {"qwen3.5": QWEN3_5_MODELING, "qwen3.5-moe": "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe"}
+"""Family -> transformers' modeling module whose gated delta rule resolves to fla when importable."""
+FLA_FAMILIES = tuple(FLA_MODELING)
+"""Families with layers that flash-linear-attention runs (gated delta rule)."""
 
 _liger_applied: set[str] = set()
 
@@ -69,7 +77,7 @@ def check_stacks(kernels: tuple[str, ...], model: ModelConfig, on_gpu: bool) -> 
                                 f"{', '.join(sorted(LIGER_FUNCTIONS))} models")
         if stack == "fla" and model.family not in FLA_FAMILIES:
             raise ApexUserError(f"--kernels fla: {model.slug} has no linear-attention layers for flash-linear-attention; "
-                                "it applies to Qwen3.5 (qwen3-5-27b)")
+                                "it applies to Qwen3.5 (qwen3-5-27b, qwen3-5-35b-a3b)")
     if "liger" not in kernels and model.family in _liger_applied:
         raise ApexUserError(f"Liger-Kernel was applied to a {model.family} model earlier in this process and its patches "
                             "stay; benchmark without --kernels liger in a fresh process")
@@ -83,22 +91,23 @@ def prepare_imports(kernels: tuple[str, ...], model: ModelConfig) -> list[str]:
     if model.family not in FLA_FAMILIES:
         return []
     want = "fla" in kernels
-    if QWEN3_5_MODELING in sys.modules:
-        active = fla_active(sys.modules[QWEN3_5_MODELING])
+    modeling = FLA_MODELING[model.family]
+    if modeling in sys.modules:
+        active = fla_active(sys.modules[modeling])
         if active is not None and active != want:
             state = "with" if active else "without"
             raise ApexUserError(f"transformers' Qwen3.5 code was imported {state} flash-linear-attention earlier in this "
                                 f"process; benchmark {'with' if want else 'without'} --kernels fla in a fresh process")
         return []
     if want:
-        importlib.import_module(QWEN3_5_MODELING)
+        importlib.import_module(modeling)
         return ["flash-linear-attention's chunk_gated_delta_rule for the gated-delta-net layers"]
     hidden = {name: sys.modules[name] for name in list(sys.modules) if name == "fla" or name.startswith("fla.")}
     for name in hidden:
         del sys.modules[name]
     sys.modules["fla"] = None  # type: ignore[assignment]  # 'import fla' fails: transformers' PyTorch fallback
     try:
-        importlib.import_module(QWEN3_5_MODELING)
+        importlib.import_module(modeling)
     finally:
         del sys.modules["fla"]
         sys.modules.update(hidden)
@@ -148,7 +157,7 @@ def apply_stacks(model: Any, kernels: tuple[str, ...], config: ModelConfig) -> l
         _liger_applied.add(config.family)
         notes.append(f"liger_kernel.transformers.{function_name}")
     if "fla" in kernels:
-        module = sys.modules.get(QWEN3_5_MODELING)
+        module = sys.modules.get(FLA_MODELING.get(config.family, ""))
         if module is not None and fla_active(module) is False:
             raise ApexUserError("--kernels fla: transformers did not pick up flash-linear-attention's gated delta rule "
                                 f"(fla {installed_version('fla')}); check that 'import fla' works")

@@ -32,11 +32,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from apex_core.patcher.points.point import PatchPoint
+from apex_core.patcher.points.point import PatchPoint, models_of_family
 from apex_core.patcher.points.llama import _reached, _rms_norm_body, _rms_norm_path
 from apex_core.tasks.schema import Task
 
-MODELS = ("gpt-oss-20b",)
+MODELS = models_of_family("gpt-oss")
+"""Both gpt-oss sizes: one modeling module."""
 TRANSFORMERS = "transformers.models.gpt_oss.modeling_gpt_oss"
 BF16_ONLY = "hidden_states.dtype != torch.bfloat16 or self.weight.dtype != torch.bfloat16"
 """The RMSNorm guard; ``torch`` is the target module's own import (the adapter runs in its globals)."""

@@ -27,10 +27,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from apex_core.patcher.points.point import PatchPoint
+from apex_core.patcher.points.point import PatchPoint, models_of_family
 from apex_core.tasks.schema import Task
 
-MODELS = ("llama-3-1-8b-instruct",)
+MODELS = models_of_family("llama3")
+"""Every model of the Llama 3 architecture: one modeling module, one set of points."""
 
 # --- RMSNorm ------------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from apex_core.errors import ApexUserError
+from apex_core.models import MODELS
 from apex_core.tasks.schema import Task
 
 ModelPath = Callable[[Any, Task, str], Callable[..., Any]]
@@ -89,3 +90,9 @@ class PatchPoint:
             loader = LIBRARY_LOADER.format(module_name=library_module, copy_name=copy.name, entry=entry)
         return (f"\n\n# --- apex patch {patch_id}: {task_id} (apex patch restore removes this) ---\n"
                 f"def _apex_patch_{name}():\n{self.body(loader)}\n\n_apex_patch_{name}()\n")
+
+
+def models_of_family(family: str) -> tuple[str, ...]:
+    """The slugs of the registry's models of one architecture family: the models whose tasks a
+    family's patch points serve, since they share transformers' modeling module."""
+    return tuple(slug for slug, model in MODELS.items() if model.family == family)

@@ -32,6 +32,11 @@ CASES = [
     ("aten::_scaled_dot_product_flash_attention", "LlamaAttention", "prefill_attention", "aten", None, "not known without recording"),
     ("aten::mul", "Qwen3_5RMSNormGated", "other", "aten", False, "libtorch"),
     ("void vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long)", None, "fused_add_rms_norm", "native", False, "binary extension"),
+    # vLLM's one act-and-mul kernel, its activation a template argument: Gemma's GeGLU, Llama's SwiGLU
+    ("void vllm::act_and_mul_kernel<c10::BFloat16, &vllm::gelu_tanh_kernel<c10::BFloat16>, true>(c10::BFloat16*, "
+     "c10::BFloat16 const*, int)", None, "gelu_tanh_and_mul", "native", False, "binary extension"),
+    ("void vllm::act_and_mul_kernel<c10::BFloat16, &vllm::silu_kernel<c10::BFloat16>, true>(c10::BFloat16*, "
+     "c10::BFloat16 const*, int)", None, "silu_and_mul", "native", False, "binary extension"),
     ("triton_poi_fused_add_mul_0", None, "other", "triton", False, "no indexed source"),
     ("Memcpy HtoD (Pageable -> Device)", None, "other", "other", False, "no source"),
 ]
@@ -77,6 +82,10 @@ def test_a_float32_gemm_is_no_gemm_task_of_ours():
         ("LlamaAttention", "aten::mul", "rope"),
         ("LlamaAttention", "aten::copy_", "other"),  # repeat_kv's expansion of the cache, not the rotary embedding
         ("LlamaAttention", "aten::index_copy_", "other"),  # the static cache's update
+        ("GELUTanh", "aten::gelu", "gelu_tanh_and_mul"),  # Gemma 2's GeGLU: the gate's activation ...
+        ("Gemma2MLP", "aten::mul", "gelu_tanh_and_mul"),  # ... and its multiply by up
+        ("LlamaMLP", "aten::mul", "silu_and_mul"),
+        ("GELUActivation", "aten::gelu", None),  # Falcon's exact, ungated GELU: none of our kinds
     ],
 )
 def test_module_classes_name_the_kind_of_the_ops_run_inside_them(module, op, kind):

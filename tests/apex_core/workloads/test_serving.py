@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from apex_core.errors import ApexUserError
+from apex_core.models import MODELS
 from apex_core.workloads import customize, get_workload, serving
+from apex_core.workloads.families import FAMILIES
 from apex_core.workloads.results import RunResult
 
 DATA = Path(__file__).parent / "data"
@@ -105,6 +107,21 @@ def test_the_model_folder_holds_the_reduced_registry_config(tmp_path):
     config = json.loads((folder / "config.json").read_text())
     assert config["architectures"] == ["GptOssForCausalLM"] and config["num_hidden_layers"] == 2
     assert config["hidden_size"] == 2880 and config["num_local_experts"] == 32
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES.keys() - {"synthetic"}))
+def test_every_family_writes_a_config_whose_architecture_and_model_type_transformers_load(family, tmp_path):
+    """What vLLM or SGLang reads: the architecture a server resolves, and a model type
+    transformers' AutoConfig maps back to the same configuration class."""
+    import transformers
+
+    slug = next(s for s, m in MODELS.items() if m.family == family)
+    spec = customize(get_workload(f"{slug}-vllm"), device="cuda").resolved()
+    written = json.loads((serving.write_model_dir(spec, tmp_path / "model") / "config.json").read_text())
+    assert hasattr(transformers, written["architectures"][0])
+    loaded = transformers.AutoConfig.from_pretrained(tmp_path / "model")
+    assert type(loaded).__name__ in FAMILIES[family].config_classes
+    assert loaded.hidden_size == MODELS[slug].hidden_size
 
 
 def test_server_workloads_refuse_the_cpu_and_kernel_stacks_in_one_line():

@@ -10,7 +10,8 @@ import pytest
 from apex_core.errors import ApexUserError, UnknownNameError
 from apex_core.models import MODELS, get_model
 from apex_core.workloads import customize, get_workload, list_workloads
-from apex_core.workloads.hf import build_model, hf_config, rope_parameters
+from apex_core.workloads.hf import build_model, hf_config
+from apex_core.workloads.rope import rope_parameters
 from apex_core.workloads.spec import DEFAULT_LAYERS, WorkloadSpec
 
 pytestmark = pytest.mark.site_packages  # runs cpu-mini from transformers, which the group's tests patch
@@ -29,8 +30,9 @@ def test_an_unknown_workload_names_every_valid_one():
     with pytest.raises(UnknownNameError) as caught:
         get_workload("cpu-mni")
     message = str(caught.value)
-    assert "did you mean 'cpu-mini'" in message
-    assert all(spec.id in message for spec in list_workloads())
+    assert "did you mean 'cpu-mini'" in message and len(message.splitlines()) == 1
+    assert all(spec.id in message for spec in list_workloads() if spec.stack == "transformers")
+    assert "<id>-vllm and <id>-sglang" in message
 
 
 def test_a_gpu_workload_on_the_cpu_says_so_before_it_loads_and_cpu_mini_does_not():
@@ -66,9 +68,14 @@ def test_rope_parameters_come_from_the_registry_text():
     assert qwen == {"rope_type": "default", "rope_theta": 10_000_000.0, "partial_rotary_factor": 0.25}
 
 
-@pytest.mark.parametrize("slug", ["llama-3-1-8b-instruct", "qwen3-5-27b", "gpt-oss-20b", "deepseek-r1"])
+def test_every_registry_model_has_a_default_depth_and_nothing_else_does():
+    assert set(DEFAULT_LAYERS) == set(MODELS)
+
+
+@pytest.mark.parametrize("slug", sorted(s for s, m in MODELS.items() if not m.synthetic))
 def test_each_embedded_default_builds_from_its_registry_config_with_real_widths(slug):
-    """Built on the meta device: the structure and every width, without allocating weights."""
+    """Built on the meta device: the structure and every width, without allocating weights; each
+    family keeps the layer kinds, experts and attention that make its kernels what they are."""
     model_config = get_model(slug)
     spec = get_workload(slug).model_copy(update={"device": "cpu"}).resolved()
     config = hf_config(spec)
@@ -79,14 +86,28 @@ def test_each_embedded_default_builds_from_its_registry_config_with_real_widths(
     embed = model.get_input_embeddings().weight
     assert tuple(embed.shape) == (model_config.vocab_size, model_config.hidden_size)
     names = {type(m).__name__ for m in model.modules()}
-    if slug == "qwen3-5-27b":
+    family = model_config.family
+    if family.startswith("qwen3.5"):
         assert config.layer_types == ["linear_attention"] * 3 + ["full_attention"]
-        assert "Qwen3_5GatedDeltaNet" in names
-    if slug == "gpt-oss-20b":
-        assert config.num_local_experts == 32 and config.num_experts_per_tok == 4
-    if slug == "deepseek-r1":
-        assert config.n_routed_experts == 256 and config.first_k_dense_replace == 1  # one dense, one MoE layer
+        assert any(name.endswith("GatedDeltaNet") for name in names)
+        if family == "qwen3.5-moe":
+            assert (config.num_experts, config.num_experts_per_tok, config.shared_expert_intermediate_size) == (256, 8, 512)
+    if family == "gpt-oss":
+        assert (config.num_local_experts, config.num_experts_per_tok) == (model_config.num_experts, 4)
+        assert config.layer_types == ["sliding_attention", "full_attention"]
+    if family == "deepseek-v3":
+        assert config.n_routed_experts == model_config.num_experts and config.first_k_dense_replace == 1  # one dense, one MoE
         assert any("MoE" in name for name in names)
+    if family == "mixtral":
+        assert (config.num_local_experts, config.num_experts_per_tok) == (8, 2)
+    if family == "gemma2":
+        assert config.layer_types == ["sliding_attention", "full_attention"] * 4
+        assert (config.attn_logit_softcapping, config.final_logit_softcapping, config.sliding_window) == (50.0, 30.0, 4096)
+    if family == "falcon":  # multi-query: one key and one value head beside the 71 query heads
+        fused = model.transformer.h[0].self_attention.query_key_value
+        assert fused.out_features == (model_config.num_attention_heads + 2) * model_config.head_dim
+    if family == "phi3" and model_config.rope_scaling.startswith("longrope"):
+        assert config.rope_parameters["rope_type"] == "longrope" and len(config.rope_parameters["long_factor"]) == 48
 
 
 def test_cpu_mini_is_a_small_llama_whose_norms_call_the_task_entry_point():
