@@ -53,6 +53,8 @@ MAX_PREFILL_POSITIONS = 32
 """Prompt positions whose logits are compared: all of a short prompt, else this many spread evenly
 (the last always among them), which keeps a 128k vocabulary's logits to tens of MB per arm."""
 RUN_TIMEOUT_S = 1800.0
+GATE = "the accuracy gate"
+"""What is measuring, as ``hold``'s refusals name it."""
 
 
 class SetTrial(BaseModel):
@@ -130,7 +132,7 @@ def accuracy_gate(spec: WorkloadSpec, results_root: Path, *, prompts: int = DEFA
         nonlocal held
         if held != patches:
             held = None  # unknown until hold returns
-            hold(patches, results_root, checked, unconfined=unconfined, owned=owned)
+            hold(patches, results_root, checked, unconfined=unconfined, owned=owned, during=GATE)
             held = list(patches)
 
     def run(name: str) -> ArmOutputs:
@@ -178,7 +180,7 @@ def accuracy_gate(spec: WorkloadSpec, results_root: Path, *, prompts: int = DEFA
     except BaseException:
         if held != applied:
             try:
-                hold(applied, results_root, checked, unconfined=unconfined, owned=owned)  # as it was before the gate
+                hold(applied, results_root, checked, unconfined=unconfined, owned=owned, during=GATE)  # as it was before the gate
             except (ApexUserError, OSError) as error:
                 report(1.0, f"could not put the patches back ({error}); apex patch status shows what is patched")
         raise

@@ -43,13 +43,13 @@ def checked_when_applied(records: list[PatchRecord], unconfined: bool) -> set[tu
 
 
 def hold(patches: list[ArmPatch], results_root: Path, checked: set[tuple[str, str, str]], *,
-         unconfined: bool = False, owned: bool = True) -> None:
+         unconfined: bool = False, owned: bool = True, during: str = "the final benchmark") -> None:
     """Make the environment hold exactly ``patches``: everything restored, then each applied at its
     point. A (task, file, point) already checked inside the model in this benchmark is not checked
     again; a file whose sha256 moved since the benchmark began is refused. ``owned``: the patches
     are this process's own, so a benchmark killed between arms leaves none behind (the next apex
     command rolls them back); the accuracy gate, which leaves the user's patches in place, keeps
-    them as they were."""
+    them as they were. ``during``: what is measuring, as the refusals name it."""
     from apex_core.patcher.apply import apply_solutions
     from apex_core.patcher.patcher import restore
 
@@ -59,13 +59,13 @@ def hold(patches: list[ArmPatch], results_root: Path, checked: set[tuple[str, st
     for patch in patches:
         path = Path(patch.solution)
         if not path.is_file() or file_hash(path) != patch.sha256:
-            raise ApexUserError(f"{patch.task_id}: {patch.solution} changed during the final benchmark; nothing was measured")
+            raise ApexUserError(f"{patch.task_id}: {patch.solution} changed during {during}; nothing was measured")
     applied = apply_solutions([(p.task_id, Path(p.solution)) for p in patches], results_root,
                               points={p.task_id: p.point for p in patches if p.point}, unconfined=unconfined,
                               already_checked=frozenset(checked), owned=owned)
     moved = [r for r, p in zip(applied, patches) if r.sha256 != p.sha256]
     if moved:
-        raise ApexUserError(f"{moved[0].task_id}: {moved[0].solution} changed during the final benchmark; nothing was measured")
+        raise ApexUserError(f"{moved[0].task_id}: {moved[0].solution} changed during {during}; nothing was measured")
     failed = [r for r in applied if not r.applied]
     if failed:
         raise ApexUserError(f"{failed[0].task_id} no longer passes inside the model ({failed[0].reason}); nothing was measured")
