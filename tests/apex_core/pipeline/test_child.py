@@ -190,11 +190,16 @@ def test_cancelling_the_awaited_run_mid_integrate_stops_the_child_and_it_restore
         assert scope.cancelled_caught
 
     anyio.run(cancel_once_patched)
-    assert patched_when_cancelled == [True]
+    assert patched_when_cancelled == [True]  # the stop was sent while integrate had a patch written
     assert not _alive(leftovers.children[0])  # the call returned once the child had unwound
     state = load_run(folder)
-    assert (state.stages["integrate"].status, state.stages["integrate"].error) == ("failed", "interrupted")
-    assert state.stages["benchmark-final"].status == "pending"
+    # The SIGTERM lands in the stage the child is in by then: integrate, unless a loaded machine let
+    # it finish its last check before the signal arrived (seen once in a fresh-clone run), and then
+    # the benchmark it went on to. Either way that stage is interrupted and nothing after it ran.
+    interrupted = [name for name, stage in state.stages.items() if (stage.status, stage.error) == ("failed", "interrupted")]
+    assert interrupted in (["integrate"], ["benchmark-final"]), {n: (s.status, s.error) for n, s in state.stages.items()}
+    later = list(state.stages)[list(state.stages).index(interrupted[0]) + 1:]
+    assert all(state.stages[name].status == "pending" for name in later)
     assert _nothing_patched() and _patch_folder() == leftovers.before
 
 
