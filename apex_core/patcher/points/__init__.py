@@ -8,7 +8,7 @@ other code is untouched, and the same solution that ``apex grade`` graded runs u
 the model. Restoring the module removes the adapter and the copy.
 
 Each stack's points live in one module beside this one (``cpu_mini``, ``llama``, ``qwen3_5``,
-``gpt_oss``), each point with its adapter and its model path: how the in-model check calls the
+``gpt_oss``, ``gemma2``), each point with its adapter and its model path: how the in-model check calls the
 patched module the way the model does. What was verified where is said in each module and in
 docs/patching.md.
 """
@@ -23,9 +23,9 @@ __all__ = ["LIBRARY_LOADER", "POINTS", "PYTHON_LOADER", "ModelPath", "PatchPoint
 
 
 def _all_points() -> tuple[PatchPoint, ...]:
-    from apex_core.patcher.points import cpu_mini, gpt_oss, llama, qwen3_5
+    from apex_core.patcher.points import cpu_mini, gemma2, gpt_oss, llama, qwen3_5
 
-    return (*cpu_mini.POINTS, *llama.POINTS, *qwen3_5.POINTS, *gpt_oss.POINTS)
+    return (*cpu_mini.POINTS, *llama.POINTS, *qwen3_5.POINTS, *gpt_oss.POINTS, *gemma2.POINTS)
 
 
 POINTS: tuple[PatchPoint, ...] = _all_points()

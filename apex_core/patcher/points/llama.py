@@ -130,7 +130,12 @@ def _rope_path(module_name: str, name: str) -> Callable[[Any, Task, str], Callab
 # --- SiLU-and-mul -------------------------------------------------------------------------------
 
 
-def _swiglu_body(cls: str) -> Callable[[str], str]:
+def _swiglu_body(cls: str, activations: tuple[str, ...] = ("silu", "swish"), act_key: str = "hidden_act",
+                 default_act: str = "silu") -> Callable[[str], str]:
+    """The adapter of a gated MLP (gate_proj, up_proj, down_proj): one GEMM on the fused gate/up
+    weights, then the solution on its (rows, 2 x intermediate) output. ``activations``: the values of
+    the config's ``act_key`` this task's contract computes (SiLU for SwiGLU; Gemma's
+    ``gelu_pytorch_tanh`` for GeGLU); any other keeps the stack's MLP."""
     def body(loader: str) -> str:
         return f'''    {loader.strip()}
     import torch as _apex_torch
@@ -150,7 +155,7 @@ def _swiglu_body(cls: str) -> Callable[[str], str]:
 
     def forward(self, x):
         if (self.gate_proj.bias is not None or self.up_proj.bias is not None
-                or getattr(self.config, "hidden_act", "silu") not in ("silu", "swish")):
+                or getattr(self.config, "{act_key}", "{default_act}") not in {activations!r}):
             return original(self, x)  # not this task's contract: the stack's own MLP
         gate_up = _apex_torch.nn.functional.linear(x.reshape(-1, x.shape[-1]), fused_gate_up(self))
         out = solution(gate_up)

@@ -99,6 +99,13 @@ def test_a_tiny_qwen3_5_computes_the_same_logits_through_the_patched_rms_norm_si
         tmp_path)
 
 
+@pytest.mark.slow
+def test_a_tiny_gemma2_computes_the_same_logits_through_the_patched_gelu_tanh_and_mul(
+        interpreted, restored_transformers, tmp_path):
+    _same_model_through_the_patched_solutions(
+        "gemma2", ["gemma-2-9b-it__gelu_tanh_and_mul"], ["transformers.gemma2.gelu_tanh_and_mul"], tmp_path)
+
+
 @pytest.fixture
 def made_up_packages(tmp_path, monkeypatch):
     """A folder on sys.path for packages a test writes; their modules leave sys.modules with it (a

@@ -1,5 +1,5 @@
-"""Run by test_points in a child process: a tiny Llama-3.1, GPT-OSS or Qwen3.5 (``llama``,
-``gpt-oss`` or ``qwen3.5``) in bfloat16 on the CPU, seeded, a batch of two prompts, then one decode
+"""Run by test_points in a child process: a tiny Llama-3.1, GPT-OSS, Qwen3.5 or Gemma 2 (``llama``,
+``gpt-oss``, ``qwen3.5`` or ``gemma2``) in bfloat16 on the CPU, seeded, a batch of two prompts, then one decode
 step from the cache. Saved: the logits and, for GPT-OSS, the experts each router picked (as sets,
 best-first order aside) and how many tokens had a tie at the k-th largest logit (where the stack
 and the solution may each pick another expert, both right). Printed: the patched adapters
@@ -14,7 +14,7 @@ k-th and next logits are one or two bf16 steps apart to another expert. Qwen3.5:
 (key and value heads of 128, three value heads per key head) and a full-attention layer with
 per-head q/k norms. GPT-OSS's and Qwen3.5's norm weights are drawn away from their initial values
 (ones, and zeros for Qwen3.5's zero-centered 1 + w), so a solution that ignored the weight or its
-offset would show."""
+offset would show. Gemma 2: two layers (one sliding-window, one full) whose MLP is the GeGLU."""
 
 from __future__ import annotations
 
@@ -75,9 +75,20 @@ def qwen3_5() -> tuple[Any, dict[str, bool]]:
     return model, reached
 
 
+def gemma2() -> tuple[Any, dict[str, bool]]:
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+    from transformers.models.gemma2 import modeling_gemma2 as modeling
+
+    config = Gemma2Config(vocab_size=128, hidden_size=96, intermediate_size=80, num_hidden_layers=2, num_attention_heads=2,
+                          num_key_value_heads=1, head_dim=64, query_pre_attn_scalar=64, sliding_window=4,
+                          hidden_activation="gelu_pytorch_tanh", initializer_range=0.1)
+    reached = {"gelu_tanh_and_mul": hasattr(modeling.Gemma2MLP.forward, "__apex_solution__")}
+    return Gemma2ForCausalLM(config), reached
+
+
 def main(which: str, out: str) -> None:
     torch.manual_seed(0)
-    model, reached = {"llama": llama, "gpt-oss": gpt_oss, "qwen3.5": qwen3_5}[which]()
+    model, reached = {"llama": llama, "gpt-oss": gpt_oss, "qwen3.5": qwen3_5, "gemma2": gemma2}[which]()
     model = model.to(torch.bfloat16).eval()
     prompts = torch.randint(0, 128, (2, 7))
     routes: list[list[list[int]]] = []
