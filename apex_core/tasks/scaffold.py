@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from apex_core.errors import ApexUserError, TaskDefinitionError, UnknownNameError
-from apex_core.models import MODELS, get_model
+from apex_core.models import MODELS, ModelConfig, get_model
 from apex_core.tasks import catalog
 from apex_core.tasks.families import DEFAULTS_SUFFIX, get_kernel_defaults, kernel_defaults
 from apex_core.tasks.reference_solutions import REFERENCE_SOLUTIONS_DIR, model_constants, reference_solution_source_path
@@ -59,8 +59,21 @@ def _definition_path(task_id: str) -> Path | None:
     return None
 
 
-def _closest_sibling(kernel: str) -> tuple[str, dict[str, Any]] | None:
-    """The existing task of ``kernel`` that states the fewest keys of its own (the most typical one)."""
+def _likeness(model: ModelConfig, other: ModelConfig) -> int:
+    """How much of what shapes a kernel's variant two models share: the architecture family first,
+    then the attention and MLP kinds, the router's scoring, a zero-centered norm (Gemma and Qwen3.5
+    scale by 1 + w) and the rope scaling's type."""
+    traits = (
+        lambda m: m.attention, lambda m: m.mlp, lambda m: m.router_scoring,
+        lambda m: bool(m.extra.get("rms_norm_zero_centered")), lambda m: m.rope_scaling.split(" ", 1)[0],
+    )
+    return 8 * (model.family == other.family) + sum(trait(model) == trait(other) for trait in traits)
+
+
+def _closest_sibling(kernel: str, model: ModelConfig) -> tuple[str, dict[str, Any]] | None:
+    """The existing task of ``kernel`` to copy for ``model``: the one whose model is most like it
+    (``_likeness``: a Gemma norm is copied from Qwen3.5's zero-centered one), then the one that
+    states the fewest keys of its own (the most typical)."""
     siblings = []
     for task in sorted(catalog.all_tasks().values(), key=lambda t: t.id):
         if task.kernel != kernel or task.architecture.synthetic:
@@ -68,10 +81,10 @@ def _closest_sibling(kernel: str) -> tuple[str, dict[str, Any]] | None:
         path = _definition_path(task.id)
         if path is not None:
             raw = tomllib.loads(path.read_text(encoding="utf-8"))
-            siblings.append((len(raw), task.id, raw))
+            siblings.append((-_likeness(model, task.architecture), len(raw), task.id, raw))
     if not siblings:
         return None
-    _, task_id, raw = min(siblings)
+    *_, task_id, raw = min(siblings, key=lambda sibling: sibling[:3])
     return task_id, raw
 
 
@@ -150,7 +163,7 @@ def scaffold_task(model: str, kernel: str, directory: Path | None = None, force:
     if path.exists() and not force:
         raise ApexUserError(f"task {task_id} already exists: {path}; edit it, or pass --force to write it again")
 
-    sibling = _closest_sibling(kernel)
+    sibling = _closest_sibling(kernel, config)
     hf_id = config.hf_id
     header = [f"# TODO: {kernel} of {hf_id}: where this kernel runs in the model, in a line or two."]
     if sibling is None:

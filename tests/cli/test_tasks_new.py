@@ -41,6 +41,28 @@ def test_the_scaffold_copies_what_the_kernels_tasks_do_not_share(tmp_path, monke
     assert made.solution is not None and made.solution.name == "solution.py"
 
 
+@pytest.mark.parametrize(
+    ("model", "kernel", "copied_from"),
+    [
+        ("gemma-2-9b-it", "rms_norm", "qwen3-5-27b__rms_norm"),  # zero-centered (1 + w), as Qwen3.5's
+        ("mistral-7b-instruct-v0-3", "rms_norm", "llama-3-1-8b-instruct__rms_norm"),
+        ("kimi-k2-thinking", "moe_router", "deepseek-r1__moe_router"),  # DeepSeek-V3's sigmoid, grouped routing
+        ("gpt-oss-120b", "swiglu_clamped", "gpt-oss-20b__swiglu_clamped"),
+    ],
+)
+def test_a_new_models_task_is_copied_from_the_task_of_the_most_alike_model(tmp_path, monkeypatch, model, kernel, copied_from):
+    monkeypatch.setenv(TASK_DIRS_ENV, str(tmp_path))
+    catalog.clear_cache()
+    try:
+        made = scaffold_task(model, kernel, tmp_path)
+        task = catalog.get_task(f"{model}__{kernel}")
+    finally:
+        catalog.clear_cache()
+    assert made.copied_from == copied_from
+    if model.startswith("gemma"):
+        assert task.params["zero_centered"] is True and task.reference.endswith("reference_torch_zero_centered")
+
+
 def test_a_shared_solution_with_constants_asks_for_the_models_table(tmp_path):
     made = scaffold_task("qwen3-5-27b", "fused_moe", tmp_path)
     assert any("[qwen3-5-27b] table to reference_solutions/fused_moe/constants.toml" in step for step in made.to_do)
