@@ -52,3 +52,17 @@ def test_at_full_depth_transformers_builds_the_parameter_count_the_card_states(s
 def test_every_parameter_count_is_stated_except_where_the_entry_says_why():
     missing = [slug for slug in REAL if not get_model(slug).parameters_b]
     assert missing == [], f"no card count for {missing}"
+
+
+DEFAULT_DEPTH_WEIGHTS_GIB = 48.0
+"""Weights of a default-depth workload in bfloat16 stay under this, so every one fits the smallest
+GPU we are lent (an H100's 78 GiB, with the KV cache and activations beside them)."""
+
+
+@pytest.mark.parametrize("slug", REAL)
+def test_every_default_depth_workload_fits_one_gpu_in_bfloat16(slug):
+    from apex_core.workloads import get_workload
+    from apex_core.workloads.embedded import weight_bytes
+
+    spec = get_workload(slug).model_copy(update={"device": "cpu", "dtype": "bfloat16"}).resolved()
+    assert weight_bytes(spec) / 2**30 < DEFAULT_DEPTH_WEIGHTS_GIB
