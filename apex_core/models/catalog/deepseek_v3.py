@@ -4,95 +4,67 @@ from __future__ import annotations
 
 from apex_core.models.config import ModelConfig
 
+_R1 = ModelConfig(
+    hf_id="deepseek-ai/DeepSeek-R1",
+    family="deepseek-v3",
+    hidden_size=7168,
+    num_attention_heads=128,
+    num_key_value_heads=128,
+    head_dim=192,  # qk_nope_head_dim + qk_rope_head_dim; v_head_dim is 128
+    num_hidden_layers=61,
+    intermediate_size=18432,
+    vocab_size=129280,
+    rms_norm_eps=1e-6,
+    attention="mla",
+    mlp="moe_shared",
+    num_experts=256,
+    experts_per_token=8,
+    num_shared_experts=1,
+    moe_intermediate_size=2048,
+    router_scoring="sigmoid",
+    max_position_embeddings=163840,
+    rope_theta=10000.0,
+    rope_scaling="yarn (factor 40, original 4096, beta_fast 32, beta_slow 1)",
+    # The card's 671B total (37B active); the HF page's 685B adds the one MTP layer, which the
+    # transformers model does not build.
+    parameters_b=671.0,
+    extra={
+        "q_lora_rank": 1536,
+        "kv_lora_rank": 512,
+        "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 128,
+        "first_k_dense_replace": 3,
+        "n_group": 8,
+        "topk_group": 4,
+        "routed_scaling_factor": 2.5,
+        "topk_method": "noaux_tc",
+        "weight_quantization": "fp8 e4m3, 128x128 blocks",
+    },
+    source="https://huggingface.co/deepseek-ai/DeepSeek-R1/blob/main/config.json",
+    verified_against=(
+        "huggingface/transformers: src/transformers/models/deepseek_v3/configuration_deepseek_v3.py",
+        "https://ollama.com/library/deepseek-r1:671b/blobs/439dd1a5e052 (GGUF metadata)",
+        "https://www.openrouter.ai/deepseek/deepseek-r1 (671B total, 37B active)",
+    ),
+)
+
+_V3 = _R1.model_copy(update={
+    # R1 is V3 post-trained: every architecture number, the extras and the count are R1's, each
+    # checked again in V3's own copies below.
+    "hf_id": "deepseek-ai/DeepSeek-V3",
+    "source": "https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json",
+    "verified_against": (
+        "TimYangst/llm-tech-matrix: data/extracted/deepseek-v3.json (from the raw config.json)",
+        "AI-Hypercomputer/maxtext: src/maxtext/configs/models/deepseek3-671b.yml",
+        "huggingface/transformers: src/transformers/models/deepseek_v3/configuration_deepseek_v3.py (defaults)",
+        "deepseek-ai/DeepSeek-V3: README_WEIGHTS.md (fp8 quantization_config; 671B in the main model, the MTP module's 11.5B not built here)",
+    ),
+})
+
 MODELS: tuple[ModelConfig, ...] = (
-    ModelConfig(
-        hf_id="deepseek-ai/DeepSeek-R1",
-        family="deepseek-v3",
-        hidden_size=7168,
-        num_attention_heads=128,
-        num_key_value_heads=128,
-        head_dim=192,  # qk_nope_head_dim + qk_rope_head_dim; v_head_dim is 128
-        num_hidden_layers=61,
-        intermediate_size=18432,
-        vocab_size=129280,
-        rms_norm_eps=1e-6,
-        attention="mla",
-        mlp="moe_shared",
-        num_experts=256,
-        experts_per_token=8,
-        num_shared_experts=1,
-        moe_intermediate_size=2048,
-        router_scoring="sigmoid",
-        max_position_embeddings=163840,
-        rope_theta=10000.0,
-        rope_scaling="yarn (factor 40, original 4096, beta_fast 32, beta_slow 1)",
-        # The card's 671B total (37B active); the HF page's 685B adds the one MTP layer, which the
-        # transformers model does not build.
-        parameters_b=671.0,
-        extra={
-            "q_lora_rank": 1536,
-            "kv_lora_rank": 512,
-            "qk_nope_head_dim": 128,
-            "qk_rope_head_dim": 64,
-            "v_head_dim": 128,
-            "first_k_dense_replace": 3,
-            "n_group": 8,
-            "topk_group": 4,
-            "routed_scaling_factor": 2.5,
-            "topk_method": "noaux_tc",
-            "weight_quantization": "fp8 e4m3, 128x128 blocks",
-        },
-        source="https://huggingface.co/deepseek-ai/DeepSeek-R1/blob/main/config.json",
-        verified_against=(
-            "huggingface/transformers: src/transformers/models/deepseek_v3/configuration_deepseek_v3.py",
-            "https://ollama.com/library/deepseek-r1:671b/blobs/439dd1a5e052 (GGUF metadata)",
-            "https://www.openrouter.ai/deepseek/deepseek-r1 (671B total, 37B active)",
-        ),
-    ),
-    ModelConfig(
-        hf_id="deepseek-ai/DeepSeek-V3",
-        family="deepseek-v3",
-        hidden_size=7168,
-        num_attention_heads=128,
-        num_key_value_heads=128,
-        head_dim=192,  # qk_nope_head_dim + qk_rope_head_dim; v_head_dim is 128
-        num_hidden_layers=61,
-        intermediate_size=18432,
-        vocab_size=129280,
-        rms_norm_eps=1e-6,
-        attention="mla",
-        mlp="moe_shared",
-        num_experts=256,
-        experts_per_token=8,
-        num_shared_experts=1,
-        moe_intermediate_size=2048,
-        router_scoring="sigmoid",
-        max_position_embeddings=163840,
-        rope_theta=10000.0,
-        rope_scaling="yarn (factor 40, original 4096, beta_fast 32, beta_slow 1)",
-        # DeepSeek's weight notes: 671B in the main model; the MTP module adds 11.5B not built here.
-        parameters_b=671.0,
-        extra={
-            "q_lora_rank": 1536,
-            "kv_lora_rank": 512,
-            "qk_nope_head_dim": 128,
-            "qk_rope_head_dim": 64,
-            "v_head_dim": 128,
-            "first_k_dense_replace": 3,
-            "n_group": 8,
-            "topk_group": 4,
-            "routed_scaling_factor": 2.5,
-            "topk_method": "noaux_tc",
-            "weight_quantization": "fp8 e4m3, 128x128 blocks",
-        },
-        source="https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json",
-        verified_against=(
-            "TimYangst/llm-tech-matrix: data/extracted/deepseek-v3.json (from the raw config.json)",
-            "AI-Hypercomputer/maxtext: src/maxtext/configs/models/deepseek3-671b.yml",
-            "huggingface/transformers: src/transformers/models/deepseek_v3/configuration_deepseek_v3.py (defaults)",
-            "deepseek-ai/DeepSeek-V3: README_WEIGHTS.md (fp8 quantization_config, 671B main model)",
-        ),
-    ),
+    _R1,
+    _V3,
     ModelConfig(
         # Kimi K2 reuses DeepSeek-V3's architecture: architectures ["DeepseekV3ForCausalLM"], with
         # model_type "kimi_k2" only so engines can tell it apart; different sizes, same code.
