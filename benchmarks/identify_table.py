@@ -51,6 +51,9 @@ def render(cases: list[dict[str, Any]], min_share: float = MIN_SHARE) -> str:
     """The markdown table, one block of rows per case, in the order given."""
     lines = ["| model (layers, device) | kernel kind | share of device time | task |", "|---|---|---|---|"]
     for case in cases:
+        if "error" in case:  # the case failed in workloads_bench.py: say so, in one line
+            lines.append(f"| {case['case']} | failed | | {' '.join(str(case['error']).split())[:200]} |")
+            continue
         label = f"{case['case']} ({case['layers']}, {case['device']})"
         listed = sum(float(k["share"]) for k in case["top"])
         for number, (kind, share, covered) in enumerate(kind_rows(case, min_share)):

@@ -55,6 +55,23 @@ def one_case(case: str, runs: int, top: int, root: Path, min_run_s: float) -> di
     }
 
 
+def _release() -> None:
+    """Free what the last case left on the device before the next model is built (24 in a row)."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _write(out: Path | None, results: list[dict]) -> None:
+    """The results so far (after every case: a long run stopped midway keeps what it measured)."""
+    if out:
+        out.write_text(json.dumps(results, indent=1) + "\n")
+
+
 def _cases(text: str) -> list[str]:
     """The comma-separated cases; ``models`` stands for every registry model's embedded workload."""
     from apex_core.workloads import list_workloads
@@ -79,8 +96,17 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory(prefix="apex-workloads-bench-") as folder:
         for case in _cases(args.cases):
-            row = one_case(case, args.runs, args.top, Path(folder), args.min_run_s)
+            try:
+                row = one_case(case, args.runs, args.top, Path(folder), args.min_run_s)
+            except Exception as error:  # noqa: BLE001 - one model's failure is its row; the others still run
+                results.append({"case": case, "error": f"{type(error).__name__}: {error}"[:2000]})
+                print(f"{case}: failed: {results[-1]['error'][:300]}", flush=True)
+                _write(args.out, results)
+                _release()
+                continue
             results.append(row)
+            _write(args.out, results)
+            _release()
             cv = f"{100 * row['cv']:.1f}%" if row["cv"] is not None else "-"
             print(f"{case}: {row['tokens_per_s']:.0f} tok/s (prefill {row['prefill_tokens_per_s']:.0f}, decode "
                   f"{row['decode_tokens_per_s']:.0f}), cv {cv} over {args.runs} runs, profiler overhead "
@@ -89,8 +115,6 @@ def main() -> None:
                   flush=True)
             for k in row["top"]:
                 print(f"  {100 * k['share']:5.1f}%  {k['kind']:<18} {k['task_id'] or '-':<34} {'patchable' if k['patchable'] else '-':<9} {k['name']}")
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -51,3 +51,9 @@ def test_the_command_renders_every_case_once_with_the_later_file_winning(tmp_pat
 def test_a_missing_results_file_is_a_one_line_error(tmp_path, capsys):
     assert _script().main([str(tmp_path / "nope.json")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_a_case_that_failed_is_one_row_saying_so():
+    table = _script()
+    rendered = table.render([{"case": "kimi-k2-thinking", "error": "OutOfMemoryError: CUDA out of memory.\nTried to allocate"}])
+    assert rendered.splitlines()[2] == "| kimi-k2-thinking | failed | | OutOfMemoryError: CUDA out of memory. Tried to allocate |"

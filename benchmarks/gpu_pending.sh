@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# What this repository still has to measure on a GPU, in the order the open issues need it, as one
+# command for the background driver (a device call lasts 10 minutes; this takes about 30-40):
+#
+#   BG_WAIT_S=565 bash benchmarks/gpu_background.sh 'PARTS="tests verify identify" bash benchmarks/gpu_pending.sh'
+#
+# Parts (PARTS, default all three), each writing under $BG (default /tmp/bg):
+# - tests: the GPU-marked tests of the grader, the pipeline's stages, the workloads, the kernels and
+#   the profiler (issue 29's GPU pass) -> $BG/gpu-tests.txt
+# - verify: `apex tasks verify` of the tasks not yet verified on a GPU (VERIFY_TASKS, default the
+#   two Gemma 2 GeGLU tasks) -> $BG/verify.jsonl
+# - identify: benchmark, profile and identify of every registry model's workload (issue 30;
+#   `workloads_bench.py --cases models`, RUNS runs each, default 2, top 40 kernels with shapes)
+#   -> $BG/identify.json, and the docs/tasks.md table from it -> $BG/identify-table.md
+# Wheels from .whl/ (carry it) go to /tmp/site; the machine has no package index.
+set -u
+BG=${BG:-/tmp/bg}; mkdir -p "$BG"
+PARTS=${PARTS:-"tests verify identify"}
+VERIFY_TASKS=${VERIFY_TASKS:-"gemma-2-9b-it__gelu_tanh_and_mul gemma-2-27b-it__gelu_tanh_and_mul"}
+RUNS=${RUNS:-2}
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    $(ls .whl/*.whl | grep -v "liger\|fla\|flash_linear") 2>&1 | tail -2
+  python3 -m pip install -q --no-index --no-deps --no-cache-dir .whl/liger_kernel-*.whl .whl/fla_core-*.whl \
+    .whl/flash_linear_attention-*.whl 2>&1 | tail -2
+fi
+export PYTHONPATH=$PWD:/tmp/site
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$BG/machine.txt" 2>&1
+git rev-parse --short HEAD >> "$BG/machine.txt" 2>/dev/null || true
+for part in $PARTS; do
+  echo "== $part from $(date -u +%H:%M:%S)"
+  case $part in
+    tests)
+      python3 -m pytest -o addopts="-ra --durations=12" -p no:cacheprovider -m gpu -q --timeout 300 \
+        tests/apex_core/grader tests/apex_core/pipeline/stages/test_gpu_identify.py tests/apex_core/workloads/test_gpu.py \
+        tests/apex_core/kernels/test_rms_norm.py tests/apex_core/profiling/test_capture.py > "$BG/gpu-tests.txt" 2>&1
+      tail -3 "$BG/gpu-tests.txt" ;;
+    verify)
+      for task in $VERIFY_TASKS; do
+        python3 -m apex_core.cli.main tasks verify --task "$task" --jsonl "$BG/verify.jsonl" >> "$BG/verify-stdout.txt" 2>&1
+      done
+      tail -c 600 "$BG/verify.jsonl" ;;
+    identify)
+      python3 benchmarks/workloads_bench.py --cases models --runs "$RUNS" --top 40 --out "$BG/identify.json" \
+        > "$BG/identify-stdout.txt" 2>&1
+      python3 benchmarks/identify_table.py "$BG/identify.json" > "$BG/identify-table.md" 2>&1
+      tail -5 "$BG/identify-stdout.txt" ;;
+    *) echo "unknown part $part: the parts are tests, verify, identify" ;;
+  esac
+done
+echo "== done at $(date -u +%H:%M:%S)"
