@@ -30,6 +30,13 @@ def test_task_kernel_names_with_language_suffixes_and_variants_map_to_kinds():
     assert kind_of_task_kernel("softmax") is None
 
 
+def test_every_tasks_kernel_is_a_kind_the_identifier_can_name_so_each_task_can_be_found():
+    from apex_core.tasks import all_tasks
+
+    assert {t.id: kind_of_task_kernel(t.kernel) for t in all_tasks().values() if kind_of_task_kernel(t.kernel) is None} == {}
+    assert matching_tasks("gelu_tanh_and_mul", "gemma-2-9b-it", "bfloat16") == ["gemma-2-9b-it__gelu_tanh_and_mul"]
+
+
 def test_dtypes_are_normalized_and_unknown_ones_are_one_line_errors():
     assert normalize_dtype("bf16") == normalize_dtype("torch.bfloat16") == "bfloat16"
     with pytest.raises(ApexUserError, match="unknown dtype 'int3'") as error:
