@@ -21,13 +21,7 @@ RUNS=${RUNS:-6}
 TASKS_liger="rms_norm silu_and_mul rope"
 TASKS_fla="gated_delta_rule"
 TASKS_none="rms_norm silu_and_mul"  # cpu-mini, the dry run on a CPU: CASES=cpu-mini:none:2
-if [ -z "${SKIP_WHEELS:-}" ] && ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    $(ls .whl/*.whl | grep -v "liger\|fla\|flash_linear") 2>&1 | tail -2
-  python3 -m pip install -q --no-index --no-deps --no-cache-dir .whl/liger_kernel-*.whl .whl/fla_core-*.whl \
-    .whl/flash_linear_attention-*.whl 2>&1 | tail -2
-fi
-export PYTHONPATH=$PWD:/tmp/site
+. benchmarks/gpu_site.sh  # the carried wheels, and PYTHONPATH
 A="python3 -m apex_core.cli.main"
 SP=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 snap() { (cd "$SP" && find transformers liger_kernel fla -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum

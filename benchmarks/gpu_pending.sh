@@ -12,19 +12,13 @@
 # - identify: benchmark, profile and identify of every registry model's workload (issue 30;
 #   `workloads_bench.py --cases models`, RUNS runs each, default 2, top 40 kernels with shapes)
 #   -> $BG/identify.json, and the docs/tasks.md table from it -> $BG/identify-table.md
-# Wheels from .whl/ (carry it) go to /tmp/site; the machine has no package index.
+# Wheels from .whl/ (carry it): benchmarks/gpu_site.sh.
 set -u
 BG=${BG:-/tmp/bg}; mkdir -p "$BG"
 PARTS=${PARTS:-"tests verify identify"}
 VERIFY_TASKS=${VERIFY_TASKS:-"gemma-2-9b-it__gelu_tanh_and_mul gemma-2-27b-it__gelu_tanh_and_mul"}
 RUNS=${RUNS:-2}
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    $(ls .whl/*.whl | grep -v "liger\|fla\|flash_linear") 2>&1 | tail -2
-  python3 -m pip install -q --no-index --no-deps --no-cache-dir .whl/liger_kernel-*.whl .whl/fla_core-*.whl \
-    .whl/flash_linear_attention-*.whl 2>&1 | tail -2
-fi
-export PYTHONPATH=$PWD:/tmp/site
+. benchmarks/gpu_site.sh  # the carried wheels, and PYTHONPATH
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$BG/machine.txt" 2>&1
 git rev-parse --short HEAD >> "$BG/machine.txt" 2>/dev/null || true
 for part in $PARTS; do

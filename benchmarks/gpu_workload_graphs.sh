@@ -7,14 +7,7 @@
 # goes into site-packages so the Liger cases run. Everything lands in $OUT.
 set -u
 OUT=${OUT:-/tmp/apex-out}; mkdir -p "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    $(ls .whl/*.whl | grep -v "liger\|fla\|flash_linear") 2>&1 | tail -2
-  ls .whl/liger_kernel-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps --no-cache-dir .whl/liger_kernel-*.whl 2>&1 | tail -2
-  ls .whl/flash_linear_attention-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps --no-cache-dir \
-    .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl 2>&1 | tail -2
-fi
-export PYTHONPATH=$PWD:/tmp/site
+. benchmarks/gpu_site.sh  # the carried wheels, and PYTHONPATH
 echo "== $(date -u) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)" \
      "python $(python3 -c 'import platform; print(platform.python_version())')" \
      "torch $(python3 -c 'import torch; print(torch.__version__)')" \
