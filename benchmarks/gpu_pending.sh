@@ -11,13 +11,16 @@
 #   two Gemma 2 GeGLU tasks) -> $BG/verify.jsonl
 # - identify: benchmark, profile and identify of every registry model's workload (issue 30;
 #   `workloads_bench.py --cases models`, RUNS runs each, default 2, top 40 kernels with shapes)
-#   -> $BG/identify.json, and the docs/tasks.md table from it -> $BG/identify-table.md
+#   -> $BG/identify.json, and the docs/tasks.md table from it -> $BG/identify-table.md; CASES
+#   names the workloads instead (comma-separated; the models least measured first, where device
+#   time is short) and IDENTIFY names the output (default identify: $BG/$IDENTIFY.json)
 # Wheels from .whl/ (carry it): benchmarks/gpu_site.sh.
 set -u
 BG=${BG:-/tmp/bg}; mkdir -p "$BG"
 PARTS=${PARTS:-"tests verify identify"}
 VERIFY_TASKS=${VERIFY_TASKS:-"gemma-2-9b-it__gelu_tanh_and_mul gemma-2-27b-it__gelu_tanh_and_mul"}
 RUNS=${RUNS:-2}
+CASES=${CASES:-models}; IDENTIFY=${IDENTIFY:-identify}
 . benchmarks/gpu_site.sh  # the carried wheels, and PYTHONPATH
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$BG/machine.txt" 2>&1
 git rev-parse --short HEAD >> "$BG/machine.txt" 2>/dev/null || true
@@ -35,10 +38,10 @@ for part in $PARTS; do
       done
       tail -c 600 "$BG/verify.jsonl" ;;
     identify)
-      python3 benchmarks/workloads_bench.py --cases models --runs "$RUNS" --top 40 --out "$BG/identify.json" \
-        > "$BG/identify-stdout.txt" 2>&1
-      python3 benchmarks/identify_table.py "$BG/identify.json" > "$BG/identify-table.md" 2>&1
-      tail -5 "$BG/identify-stdout.txt" ;;
+      python3 benchmarks/workloads_bench.py --cases "$CASES" --runs "$RUNS" --top 40 --out "$BG/$IDENTIFY.json" \
+        > "$BG/$IDENTIFY-stdout.txt" 2>&1
+      python3 benchmarks/identify_table.py "$BG/$IDENTIFY.json" > "$BG/$IDENTIFY-table.md" 2>&1
+      tail -5 "$BG/$IDENTIFY-stdout.txt" ;;
     *) echo "unknown part $part: the parts are tests, verify, identify" ;;
   esac
 done

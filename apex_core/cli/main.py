@@ -115,7 +115,7 @@ def tasks_list(
 
     tasks = find_tasks(model=model, kernel=kernel)
     if as_json:
-        _print_json([{"id": t.id, "model": t.model, "kernel": t.kernel, "language": t.language, "dtype": t.dtype,
+        _print_json([{"id": t.id, "model": t.model, "also_models": list(t.also_models), "kernel": t.kernel, "language": t.language, "dtype": t.dtype,
                       "difficulty": t.difficulty} for t in tasks])
         return
     render.task_list(console, tasks)

@@ -61,7 +61,8 @@ def task_list(console: Console, tasks: list[Task]) -> None:
     for column in ("id", "model", "kernel", "language", "dtype", "difficulty"):
         table.add_column(column)
     for task in tasks:
-        table.add_row(task.id, task.model, task.kernel, task.language, task.dtype, str(task.difficulty))
+        models = task.model + (f" (also {', '.join(task.also_models)})" if task.also_models else "")
+        table.add_row(task.id, models, task.kernel, task.language, task.dtype, str(task.difficulty))
     console.print(table)
 
 

@@ -1,6 +1,6 @@
 """Which of our tasks a kernel is: its kind, the workload's model and its dtype, through the catalogue.
 
-Reads only the catalogue's public API (``all_tasks``; Task.id, model, kernel, dtype, language), so
+Reads only the catalogue's public API (``all_tasks``; Task.id, models, kernel, dtype, language), so
 the catalogue can change its files freely. A task's ``kernel`` may be the kind itself
 (``rms_norm``), the kind with a language suffix (``rms_norm_hip``) or a variant of the kind
 (``per_token_quant_fp8`` for fp8_quant); all three map back to the kind here.
@@ -47,8 +47,10 @@ def kind_of_task_kernel(kernel: str) -> str | None:
 
 
 def _catalogue() -> tuple[tuple[str, str, str | None, str, str], ...]:
-    """(id, model, kind, dtype, language) of every task (the catalogue caches its own reading)."""
-    return tuple((t.id, t.model, kind_of_task_kernel(t.kernel), t.dtype, t.language) for t in all_tasks().values())
+    """(id, model, kind, dtype, language) of every task, a row for each model it stands for (its own
+    and ``also_models``; the catalogue caches its own reading)."""
+    return tuple((t.id, model, kind_of_task_kernel(t.kernel), t.dtype, t.language)
+                 for t in all_tasks().values() for model in t.models)
 
 
 def kinds_with_tasks() -> frozenset[str]:

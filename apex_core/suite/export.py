@@ -22,6 +22,8 @@ from apex_core.tasks.schema import Shape, Task, Tolerance, load_reference
 class ExportRecord(BaseModel):
     task_id: str
     model: str
+    also_models: list[str] = []
+    """Other models that run this kernel at exactly these shapes (``Task.also_models``)."""
     kernel: str
     language: str
     difficulty: int
@@ -47,6 +49,7 @@ def export_records(tasks: list[Task], target: HardwareTarget, with_solutions: bo
         yield ExportRecord(
             task_id=task.id,
             model=task.model,
+            also_models=list(task.also_models),
             kernel=task.kernel,
             language=task.language,
             difficulty=task.difficulty,

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from apex_core.errors import TaskDefinitionError, UnknownNameError
 from apex_core.models import ModelConfig, get_model
 from apex_core.tasks.families import apply_defaults, read_toml
-from apex_core.tasks.schema import Task, load_reference
+from apex_core.tasks.schema import NAME_AND_PROSE, Task, load_reference
 
 DEFINITIONS_DIR = Path(__file__).resolve().parent / "definitions"
 TASK_DIRS_ENV = "APEX_TASK_DIRS"
@@ -62,21 +62,46 @@ def load_task_file(path: Path) -> Task:
     except UnknownNameError as exc:
         raise TaskDefinitionError(f"task definition {path}: {exc}") from None
     merged = apply_defaults(raw, f"task definition {path}")
-    merged["model"] = model.slug
-    merged.setdefault("id", f"{model.slug}__{merged['kernel']}")
-    resolved = _resolve_model_refs(merged, model, path)
-    try:
-        task = Task.model_validate(resolved)
-    except ValidationError as exc:
-        raise TaskDefinitionError(f"task definition {path}: {_first_error(exc)}") from None
+    task = _resolved_for(merged, model, path)
     if path.stem != task.id:
         raise TaskDefinitionError(f"task definition {path}: file name must be '{task.id}.toml'")
+    _check_also_models(task, merged, path)
     for ref in (task.reference, task.inputs, task.roofline):
         try:
             load_reference(ref)
         except (ImportError, ValueError) as exc:
             raise TaskDefinitionError(f"task definition {path}: cannot load {ref!r} ({exc})") from None
     return task
+
+
+def _resolved_for(merged: dict[str, Any], model: ModelConfig, path: Path) -> Task:
+    """The definition (over its defaults) with its "@field" values taken from ``model``."""
+    merged = {**merged, "model": model.slug}
+    merged.setdefault("id", f"{model.slug}__{merged['kernel']}")
+    try:
+        return Task.model_validate(_resolve_model_refs(merged, model, path))
+    except ValidationError as exc:
+        raise TaskDefinitionError(f"task definition {path}: {_first_error(exc)}") from None
+
+
+def _check_also_models(task: Task, merged: dict[str, Any], path: Path) -> None:
+    """Each of ``also_models`` must run exactly this task: the definition resolved for that model
+    behaves the same (``Task.behaviour_hash``), else it needs a task of its own."""
+    for name in task.also_models:
+        try:
+            other = get_model(name)
+        except UnknownNameError as exc:
+            raise TaskDefinitionError(f"task definition {path}: also_models: {exc}") from None
+        if other.slug != name or name == task.model:
+            raise TaskDefinitionError(f"task definition {path}: also_models: name each other model once by its slug "
+                                      f"({other.slug!r}), not the task's own model")
+        as_other = _resolved_for({k: v for k, v in merged.items() if k != "id"}, other, path)
+        if as_other.behaviour_hash() != task.behaviour_hash():
+            mine, theirs = task.model_dump(), as_other.model_dump()
+            differing = sorted(k for k in mine if k not in NAME_AND_PROSE and mine[k] != theirs[k])
+            raise TaskDefinitionError(
+                f"task definition {path}: also_models: {name!r} runs this kernel differently ({', '.join(differing)} "
+                f"differ), so it needs a task of its own: apex tasks new --model {name} --kernel {task.kernel}")
 
 
 def _load_all(dirs: Iterable[Path]) -> dict[str, Task]:
@@ -119,7 +144,7 @@ def find_tasks(model: str | None = None, kernel: str | None = None) -> list[Task
     tasks = list(all_tasks().values())
     if model:
         slug = get_model(model).slug
-        tasks = [t for t in tasks if t.model == slug]
+        tasks = [t for t in tasks if slug in t.models]
     if kernel:
         kernels = {t.kernel for t in all_tasks().values()}
         if kernel not in kernels:

@@ -24,6 +24,7 @@ from apex_core.errors import ApexUserError, TaskDefinitionError, UnknownNameErro
 from apex_core.models import MODELS, ModelConfig, get_model
 from apex_core.tasks import catalog
 from apex_core.tasks.families import DEFAULTS_SUFFIX, get_kernel_defaults, kernel_defaults
+from apex_core.tasks.schema import Task
 from apex_core.tasks.reference_solutions import REFERENCE_SOLUTIONS_DIR, model_constants, reference_solution_source_path
 
 if sys.version_info >= (3, 11):
@@ -141,6 +142,13 @@ def render_definition(model: str, kernel: str, family: str, body: dict[str, Any]
 # --- the scaffold ---------------------------------------------------------------------------------
 
 
+def _same_behaviour(task: Task) -> Task | None:
+    """An existing task that runs exactly what ``task`` would (``Task.behaviour_hash``): one task
+    stands for every model that runs a kernel the same way (``Task.also_models``)."""
+    wanted = task.behaviour_hash()
+    return next((t for t in catalog.all_tasks().values() if t.id != task.id and t.behaviour_hash() == wanted), None)
+
+
 def scaffold_task(model: str, kernel: str, directory: Path | None = None, force: bool = False) -> Scaffold:
     """Write ``<directory>/<model>__<kernel>.toml`` (default: the shipped definitions), checked as the
     catalogue checks it. Every refusal is one ApexUserError line."""
@@ -191,6 +199,11 @@ def scaffold_task(model: str, kernel: str, directory: Path | None = None, force:
         except TaskDefinitionError as exc:
             reason = str(exc).replace(f"task definition {trial}: ", "")
             raise ApexUserError(f"cannot scaffold {task_id}: {reason}") from None
+    same = _same_behaviour(task)
+    if same is not None:
+        raise ApexUserError(
+            f"{same.id} already is {kernel} at {config.slug}'s shapes and constants: add \"{config.slug}\" to its "
+            f"also_models ({_definition_path(same.id)}) instead of a copy")
     try:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:

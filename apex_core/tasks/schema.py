@@ -63,6 +63,10 @@ class LibraryKernel(BaseModel):
     function: str
 
 
+NAME_AND_PROSE = frozenset({"id", "model", "also_models", "description", "contract"})
+"""A task's fields that do not change what its code is checked against (``Task.behaviour_hash``)."""
+
+
 class Task(BaseModel):
     """One optimization task: a kernel of a model, with its baseline, reference and shapes."""
 
@@ -71,6 +75,10 @@ class Task(BaseModel):
     id: str
     model: str
     kernel: str
+    also_models: tuple[str, ...] = ()
+    """Other models of the registry that run this kernel at exactly these shapes, parameters and
+    tolerances (the 70B Llamas, a Mistral as wide as Llama 3.1 8B): one task stands for all of
+    them, checked when the definition loads (``catalog``), instead of a copy per model."""
     family: str
     """The kernel family: the directory under ``apex_core/kernels`` that holds the task's code and
     its kernel's defaults file (one family can provide several kernels: ``fp8_quant`` provides
@@ -173,6 +181,11 @@ class Task(BaseModel):
     # --- derived facts ---------------------------------------------------------------------
 
     @property
+    def models(self) -> tuple[str, ...]:
+        """Every model that runs this task's kernel as the task states it: its own, then ``also_models``."""
+        return (self.model, *self.also_models)
+
+    @property
     def architecture(self) -> ModelConfig:
         """The model config this task is shaped by."""
         return get_model(self.model)
@@ -214,7 +227,18 @@ class Task(BaseModel):
 
         The resolved definition already contains what the kernel's defaults file contributed, so
         an edit there changes the hash of every task that inherits it (the grade cache re-grades)."""
-        digest = hashlib.sha256(json.dumps(self.model_dump(), sort_keys=True).encode())
+        return self._hash_of(self.model_dump())
+
+    def behaviour_hash(self) -> str:
+        """The content hash without the task's name and prose (id, model, description, contract).
+
+        Two tasks that share it run the same code against the same reference at the same shapes,
+        parameters and tolerances (the 70B Llamas, models of one width), so a check of one speaks
+        for both; CI's interpreter check runs once per behaviour."""
+        return self._hash_of(self.model_dump(exclude=NAME_AND_PROSE))
+
+    def _hash_of(self, fields: dict[str, Any]) -> str:
+        digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode())
         digest.update(self.baseline_source.encode())
         for ref in (self.reference, self.inputs, self.roofline):
             digest.update((KERNELS_DIR / ref.partition(":")[0]).read_bytes())

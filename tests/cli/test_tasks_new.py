@@ -45,9 +45,8 @@ def test_the_scaffold_copies_what_the_kernels_tasks_do_not_share(tmp_path, monke
     ("model", "kernel", "copied_from"),
     [
         ("gemma-2-9b-it", "rms_norm", "qwen3-5-27b__rms_norm"),  # zero-centered (1 + w), as Qwen3.5's
-        ("mistral-7b-instruct-v0-3", "rms_norm", "llama-3-1-8b-instruct__rms_norm"),
+        ("llama-3-1-70b-instruct", "rms_norm", "llama-3-1-8b-instruct__rms_norm"),
         ("kimi-k2-thinking", "moe_router", "deepseek-r1__moe_router"),  # DeepSeek-V3's sigmoid, grouped routing
-        ("gpt-oss-120b", "swiglu_clamped", "gpt-oss-20b__swiglu_clamped"),
     ],
 )
 def test_a_new_models_task_is_copied_from_the_task_of_the_most_alike_model(tmp_path, monkeypatch, model, kernel, copied_from):
@@ -61,6 +60,18 @@ def test_a_new_models_task_is_copied_from_the_task_of_the_most_alike_model(tmp_p
     assert made.copied_from == copied_from
     if model.startswith("gemma"):
         assert task.params["zero_centered"] is True and task.reference.endswith("reference_torch_zero_centered")
+
+
+@pytest.mark.parametrize(("model", "kernel", "standing_for_it"), [
+    ("mistral-7b-instruct-v0-3", "rms_norm", "llama-3-1-8b-instruct__rms_norm"),  # as wide, the same eps
+    ("gpt-oss-120b", "swiglu_clamped", "gpt-oss-20b__swiglu_clamped"),  # the same experts' width
+])
+def test_a_model_that_runs_an_existing_task_exactly_is_pointed_to_its_also_models(tmp_path, model, kernel, standing_for_it):
+    with pytest.raises(ApexUserError) as caught:
+        scaffold_task(model, kernel, tmp_path)
+    assert str(caught.value).startswith(f"{standing_for_it} already is {kernel} at {model}'s shapes and constants: "
+                                        f'add "{model}" to its also_models')
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_shared_solution_with_constants_asks_for_the_models_table(tmp_path):

@@ -49,6 +49,16 @@ def test_the_content_hash_changes_with_the_definition():
     assert task.content_hash() != changed.content_hash()
 
 
+def test_the_behaviour_hash_ignores_the_name_and_prose_but_not_what_is_checked():
+    task = get_task("llama-3-1-8b-instruct__rms_norm")
+    renamed = task.model_copy(update={"id": "other__rms_norm", "model": "other", "description": "x", "contract": "y"})
+    assert renamed.behaviour_hash() == task.behaviour_hash() and renamed.content_hash() != task.content_hash()
+    other_eps = task.model_copy(update={"params": {**task.params, "eps": 1e-6}})
+    assert other_eps.behaviour_hash() != task.behaviour_hash()
+    other_shapes = get_task("qwen3-5-27b__rms_norm")
+    assert other_shapes.behaviour_hash() != task.behaviour_hash()
+
+
 def _copy_definition(tmp_path: Path, name: str = "cpu-mini__rms_norm") -> Path:
     target = tmp_path / f"{name}.toml"
     shutil.copyfile(DEFINITIONS_DIR / "cpu-mini__rms_norm.toml", target)
@@ -124,3 +134,29 @@ def test_an_in_place_output_cannot_also_be_a_row_strided_input():
 def test_a_boolean_parameter_from_the_registry_stays_a_boolean():
     params = get_task("qwen3-5-27b__rms_norm").params
     assert params["zero_centered"] is True and isinstance(params["eps"], float)
+
+
+def _llama_rms_norm_listing(tmp_path: Path, also: str) -> Path:
+    target = tmp_path / "llama-3-1-8b-instruct__rms_norm.toml"
+    text = (DEFINITIONS_DIR / target.name).read_text()
+    target.write_text(text.replace('kernel = "rms_norm"', f'kernel = "rms_norm"\nalso_models = [{also}]', 1))
+    return target
+
+
+def test_a_task_can_stand_for_another_model_that_runs_the_kernel_at_the_same_shapes(tmp_path):
+    task = load_task_file(_llama_rms_norm_listing(tmp_path, '"mistral-7b-instruct-v0-3"'))
+    assert task.models == ("llama-3-1-8b-instruct", "mistral-7b-instruct-v0-3")
+    assert task.behaviour_hash() == get_task("llama-3-1-8b-instruct__rms_norm").behaviour_hash()
+
+
+@pytest.mark.parametrize(("also", "complaint"), [
+    ('"qwen2-5-7b-instruct"', "'qwen2-5-7b-instruct' runs this kernel differently (benchmark_shapes, cpu_shapes, "
+                              "hidden_shapes, params, test_shapes differ), so it needs a task of its own: apex tasks new "
+                              "--model qwen2-5-7b-instruct --kernel rms_norm"),
+    ('"mistral-7b"', "unknown model"),
+    ('"llama-3-1-8b-instruct"', "not the task's own model"),
+])
+def test_a_model_listed_that_runs_the_kernel_otherwise_is_refused_with_what_differs(tmp_path, also, complaint):
+    with pytest.raises(TaskDefinitionError) as caught:
+        load_task_file(_llama_rms_norm_listing(tmp_path, also))
+    assert complaint in str(caught.value) and "\n" not in str(caught.value)
