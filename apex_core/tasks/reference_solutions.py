@@ -9,8 +9,13 @@ Solutions are kept per kernel, so that code that is the same for every model exi
 
 - ``reference_solutions/<kernel>/solution.py`` (or ``.hip``): the kernel's solution, for every model
   that has no file of its own;
-- ``reference_solutions/<kernel>/<model-slug>.py``: a model whose solution differs in its code (the
-  CPU demo task's is ``apex_core/agents/canned/<task id>.py``, public by design);
+- ``reference_solutions/<kernel>/solution_<variant>.py``: the solution of a variant of the kernel,
+  for every task whose baseline is that variant's (``baseline_triton_zero_centered.py`` ->
+  ``solution_zero_centered.py``: Gemma 2's and Qwen3.5's 1 + w norms; ``baseline_grouped_topk_triton.py``
+  -> ``solution_grouped_topk.py``): what differs in code follows what the task computes, not which
+  model it was first written for;
+- ``reference_solutions/<kernel>/<model-slug>.py``: a model whose solution differs in its code beyond
+  its variant (the CPU demo task's is ``apex_core/agents/canned/<task id>.py``, public by design);
 - ``reference_solutions/<kernel>/constants.toml``: where the shared code differs between models only
   in a few numbers (launch tiles tuned per model), one table per model. The shared file has one line
   ``# apex:model-constants`` where the task's model's constants are written in when it is handed
@@ -45,12 +50,26 @@ that the directory's seal (the sandbox user cannot enter it) covers them too; ig
 _CONSTANT_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 
 
+_BASELINE_WORDS = frozenset({"baseline", "triton", "hip", "cuda", "python"})
+
+
+def baseline_variant(task: Task) -> str | None:
+    """The variant the task's baseline file names, the words other than "baseline" and its language
+    (``baseline_triton_zero_centered.py`` -> ``zero_centered``), or None for the kernel's plain baseline."""
+    words = [word for word in Path(task.baseline).stem.split("_") if word not in _BASELINE_WORDS]
+    return "_".join(words) or None
+
+
 def reference_solution_source_path(task: Task) -> Path | None:
-    """The file our solution of ``task`` is kept in (shared or the model's own), or None."""
+    """The file our solution of ``task`` is kept in, or None: the model's own file, else its
+    variant's, else the kernel's shared one."""
     suffix = Path(task.solution_filename).suffix
     kernel_dir = REFERENCE_SOLUTIONS_DIR / task.kernel
-    own = (DEMO_SOLUTIONS_DIR / f"{task.id}.py", kernel_dir / f"{task.model}{suffix}")
-    for path in (*own, kernel_dir / task.solution_filename):
+    variant = baseline_variant(task)
+    candidates = [DEMO_SOLUTIONS_DIR / f"{task.id}.py", kernel_dir / f"{task.model}{suffix}"]
+    if variant:
+        candidates.append(kernel_dir / f"solution_{variant}{suffix}")
+    for path in (*candidates, kernel_dir / task.solution_filename):
         if path.is_file():
             return path
     return None

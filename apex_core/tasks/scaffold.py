@@ -16,6 +16,7 @@ import math
 import sys
 import tempfile
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -32,7 +33,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-IDENTITY_KEYS = ("id", "model", "kernel")
+IDENTITY_KEYS = ("id", "model", "kernel", "also_models")
+NEEDS_RMS_NORM = frozenset({"rms_norm", "fused_add_rms_norm", "rms_norm_hip"})
+"""Kernels only a model that normalizes with RMSNorm runs (Falcon's LayerNorm has a bias and a mean)."""
 
 
 class Scaffold(BaseModel):
@@ -60,15 +63,35 @@ def _definition_path(task_id: str) -> Path | None:
     return None
 
 
-def _likeness(model: ModelConfig, other: ModelConfig) -> int:
+def _zero_centered(model: ModelConfig) -> bool:
+    return bool(model.extra.get("rms_norm_zero_centered"))
+
+
+TRAITS: dict[str, Callable[[ModelConfig], object]] = {
+    "attention": lambda m: m.attention,
+    "mlp": lambda m: m.mlp,
+    "router": lambda m: m.router_scoring,
+    "zero_centered_norm": _zero_centered,
+    "rope_scaling": lambda m: m.rope_scaling.split(" ", 1)[0],
+}
+DECIDING_TRAIT = {
+    "rms_norm": "zero_centered_norm", "fused_add_rms_norm": "zero_centered_norm", "moe_router": "router",
+    "rope": "rope_scaling", "prefill_attention": "attention", "paged_decode_attention": "attention",
+}
+"""The trait that picks a kernel's variant (a 1 + w norm, a grouped sigmoid router): it outweighs
+every other trait together, so a Gemma norm is never copied from a plain one for sharing an
+attention kind with it."""
+
+
+def _likeness(model: ModelConfig, other: ModelConfig, kernel: str = "") -> int:
     """How much of what shapes a kernel's variant two models share: the architecture family first,
-    then the attention and MLP kinds, the router's scoring, a zero-centered norm (Gemma and Qwen3.5
-    scale by 1 + w) and the rope scaling's type."""
-    traits = (
-        lambda m: m.attention, lambda m: m.mlp, lambda m: m.router_scoring,
-        lambda m: bool(m.extra.get("rms_norm_zero_centered")), lambda m: m.rope_scaling.split(" ", 1)[0],
-    )
-    return 8 * (model.family == other.family) + sum(trait(model) == trait(other) for trait in traits)
+    then the trait that decides the kernel's variant, then the others (attention and MLP kinds, the
+    router's scoring, a zero-centered norm, the rope scaling's type)."""
+    score = 8 * (model.family == other.family)
+    for name, trait in TRAITS.items():
+        if trait(model) == trait(other):
+            score += len(TRAITS) if DECIDING_TRAIT.get(kernel) == name else 1
+    return score
 
 
 def _closest_sibling(kernel: str, model: ModelConfig) -> tuple[str, dict[str, Any]] | None:
@@ -82,7 +105,7 @@ def _closest_sibling(kernel: str, model: ModelConfig) -> tuple[str, dict[str, An
         path = _definition_path(task.id)
         if path is not None:
             raw = tomllib.loads(path.read_text(encoding="utf-8"))
-            siblings.append((-_likeness(model, task.architecture), len(raw), task.id, raw))
+            siblings.append((-_likeness(model, task.architecture, kernel), len(raw), task.id, raw))
     if not siblings:
         return None
     *_, task_id, raw = min(siblings, key=lambda sibling: sibling[:3])
@@ -149,6 +172,15 @@ def _same_behaviour(task: Task) -> Task | None:
     return next((t for t in catalog.all_tasks().values() if t.id != task.id and t.behaviour_hash() == wanted), None)
 
 
+def _mark_same(text: str, same: Task, model: str) -> str:
+    """The scaffold with a TODO saying that, as copied, it runs exactly ``same`` (a task whose numbers
+    are all the model's is one task for both: ``also_models``; one that copied literal sizes is not)."""
+    first, _, rest = text.partition("\n")
+    return (f"{first}\n# TODO: as copied, this runs exactly {same.id} (the same shapes, parameters and tolerances).\n"
+            f"# If {model}'s numbers are the same, delete this file and add \"{model}\" to that task's also_models\n"
+            f"# instead; else set this task's own numbers below (no two tasks may run the same).\n{rest}")
+
+
 def scaffold_task(model: str, kernel: str, directory: Path | None = None, force: bool = False) -> Scaffold:
     """Write ``<directory>/<model>__<kernel>.toml`` (default: the shipped definitions), checked as the
     catalogue checks it. Every refusal is one ApexUserError line."""
@@ -170,6 +202,12 @@ def scaffold_task(model: str, kernel: str, directory: Path | None = None, force:
         raise ApexUserError(f"task {task_id} is already defined in {existing}; edit that file instead")
     if path.exists() and not force:
         raise ApexUserError(f"task {task_id} already exists: {path}; edit it, or pass --force to write it again")
+    standing = next((t for t in catalog.all_tasks().values() if t.kernel == kernel and config.slug in t.also_models), None)
+    if standing is not None:
+        raise ApexUserError(f"{standing.id} already stands for {config.slug} (its also_models): {config.slug} runs "
+                            f"{kernel} exactly as {standing.model} does; take it out of that list first if it no longer does")
+    if kernel in NEEDS_RMS_NORM and config.norm != "rms":
+        raise ApexUserError(f"{config.slug} normalizes with {config.norm!r} norm, not RMSNorm: {kernel} is not a kernel it runs")
 
     sibling = _closest_sibling(kernel, config)
     hf_id = config.hf_id
@@ -200,17 +238,18 @@ def scaffold_task(model: str, kernel: str, directory: Path | None = None, force:
             reason = str(exc).replace(f"task definition {trial}: ", "")
             raise ApexUserError(f"cannot scaffold {task_id}: {reason}") from None
     same = _same_behaviour(task)
-    if same is not None:
-        raise ApexUserError(
-            f"{same.id} already is {kernel} at {config.slug}'s shapes and constants: add \"{config.slug}\" to its "
-            f"also_models ({_definition_path(same.id)}) instead of a copy")
+    if same is not None:  # as copied; the sibling's literal sizes may be what makes it the same
+        text = _mark_same(text, same, config.slug)
     try:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise ApexUserError(f"cannot write {path}: {exc.strerror}") from None
     catalog.clear_cache()
 
-    to_do = [
+    to_do = [] if same is None else [
+        f"as copied it runs exactly {same.id}: if {config.slug}'s numbers are the same, delete this file and add "
+        f"\"{config.slug}\" to that task's also_models instead; else set its own numbers"]
+    to_do += [
         f"rewrite the description and contract for {hf_id}"
         + (f" (copied from {copied_from})" if copied_from else "")
         + " and delete the TODO comments",

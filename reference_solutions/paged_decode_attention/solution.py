@@ -62,6 +62,7 @@ def _decode_split_kernel(
     NUM_SPLITS: tl.constexpr,
     USE_SINKS: tl.constexpr,
     SLIDING_WINDOW: tl.constexpr,
+    SOFTCAP2: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
 ):
     kv_head = tl.program_id(0)
@@ -100,6 +101,8 @@ def _decode_split_kernel(
         if DOT_IN_FP32:
             k = k.to(tl.float32)
         scores = tl.dot(q, tl.trans(k)) * qk_scale
+        if SOFTCAP2 > 0:  # Gemma 2's cap * tanh(s / cap), in the log2 units the folded scale leaves
+            scores = SOFTCAP2 * (2.0 / (1.0 + tl.exp2(-2.8853900817779268 * scores / SOFTCAP2)) - 1.0)
         scores = tl.where(valid[None, :], scores, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(scores, axis=1))
         alpha = tl.exp2(m_i - m_new)
@@ -188,6 +191,7 @@ def paged_decode_attention(
     scale: float,
     sinks: torch.Tensor | None = None,
     sliding_window: int = 0,
+    softcap: float = 0.0,
 ) -> torch.Tensor:
     batch, num_heads, head_dim = q.shape
     _, page_size, num_kv_heads, _ = key_cache.shape
@@ -242,6 +246,7 @@ def paged_decode_attention(
         NUM_SPLITS=num_splits,
         USE_SINKS=use_sinks,
         SLIDING_WINDOW=sliding_window,
+        SOFTCAP2=float(softcap) * _LOG2E,
         DOT_IN_FP32=_DOT_IN_FP32,
         num_warps=num_warps,
         num_stages=num_stages,

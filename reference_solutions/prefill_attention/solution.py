@@ -48,6 +48,7 @@ def _attend(
     MASKED: tl.constexpr,
     BLOCK_N: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
+    SOFTCAP2: tl.constexpr,
 ):
     """Online softmax over key blocks [lo, hi); MASKED blocks apply the causal mask and the end."""
     for start_n in range(lo, hi, BLOCK_N):
@@ -60,6 +61,8 @@ def _attend(
         if DOT_IN_FP32:
             k = k.to(tl.float32)
         scores = tl.dot(q, tl.trans(k)) * qk_scale
+        if SOFTCAP2 > 0:  # cap * tanh(s / cap) in log2 units: the scale folds in log2(e), so the cap does too
+            scores = SOFTCAP2 * (2.0 / (1.0 + tl.exp2(-2.8853900817779268 * scores / SOFTCAP2)) - 1.0)
         if MASKED:
             visible = (cols[None, :] <= offs_m[:, None]) & (cols[None, :] < seq_len)
             scores = tl.where(visible, scores, float("-inf"))
@@ -100,6 +103,7 @@ def _prefill_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
+    SOFTCAP2: tl.constexpr,
 ):
     head = tl.program_id(0)
     m_block = num_m_blocks - 1 - tl.program_id(1)  # longest rows first
@@ -126,10 +130,10 @@ def _prefill_kernel(
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     # Blocks left of the diagonal: every key visible, no mask.
     acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_base, v_base, stride_k_tok, stride_v_tok, offs_m, offs_n, offs_d,
-                            0, m_start, seq_len, qk_scale, False, BLOCK_N, DOT_IN_FP32)
+                            0, m_start, seq_len, qk_scale, False, BLOCK_N, DOT_IN_FP32, SOFTCAP2)
     # The diagonal block(s): causal mask and the sequence end.
     acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_base, v_base, stride_k_tok, stride_v_tok, offs_m, offs_n, offs_d,
-                            m_start, tl.minimum(m_start + BLOCK_M, seq_len), seq_len, qk_scale, True, BLOCK_N, DOT_IN_FP32)
+                            m_start, tl.minimum(m_start + BLOCK_M, seq_len), seq_len, qk_scale, True, BLOCK_N, DOT_IN_FP32, SOFTCAP2)
     out = acc / l_i[:, None]
     o_rows = out_ptr + (seq_start + offs_m).to(tl.int64)[:, None] * stride_o_tok + head * stride_o_head
     tl.store(o_rows + offs_d[None, :], out.to(out_ptr.dtype.element_ty), mask=row_mask)
@@ -149,7 +153,13 @@ def prefill_attention(
     cu_seqlens: torch.Tensor,
     max_seqlen: int,
     scale: float,
+    sinks: None = None,
+    sliding_window: int = 0,
+    softcap: float = 0.0,
 ) -> torch.Tensor:
+    """Full causal attention, soft-capped where softcap > 0 (Gemma 2's global layers); no sinks or
+    window (GPT-OSS's sliding layers have a solution of their own)."""
+    assert sinks is None and sliding_window == 0, "this solution serves full-attention layers"
     _, num_heads, head_dim = q.shape
     num_kv_heads = k.shape[1]
     assert head_dim & (head_dim - 1) == 0 and q.stride(-1) == 1 and k.stride(-1) == 1 and v.stride(-1) == 1
@@ -178,6 +188,7 @@ def prefill_attention(
         BLOCK_M=block_m,
         BLOCK_N=block_n,
         DOT_IN_FP32=_DOT_IN_FP32,
+        SOFTCAP2=float(softcap) * _LOG2E,
         num_warps=num_warps,
         num_stages=num_stages,
     )

@@ -41,6 +41,7 @@ def _cache_write_kernel(
     stride_vc_block,
     stride_vc_slot,
     ROW: tl.constexpr,
+    ROW_P2: tl.constexpr,
     BLOCK_SIZE: tl.constexpr,
     TOKENS: tl.constexpr,
 ):
@@ -49,7 +50,11 @@ def _cache_write_kernel(
     write = (slots >= 0)[:, None]
     blocks = slots // BLOCK_SIZE
     offsets = slots % BLOCK_SIZE
-    cols = tl.arange(0, ROW)[None, :]
+    cols = tl.arange(0, ROW_P2)[None, :]
+    if ROW_P2 != ROW:
+        # A row that is not a power of two (phi-4's 10 x 128, Phi-3.5's 32 x 96): the padded
+        # columns are masked off.
+        write = write & (cols < ROW)
     src_rows = tokens.to(tl.int64)[:, None]
     k = tl.load(key_ptr + src_rows * stride_key_tok + cols, mask=write)
     v = tl.load(value_ptr + src_rows * stride_value_tok + cols, mask=write)
@@ -66,7 +71,6 @@ def reshape_and_cache(
 ) -> None:
     num_tokens, num_heads, head_dim = key.shape
     row = num_heads * head_dim
-    assert row & (row - 1) == 0
     for t in (key, value, key_cache, value_cache):
         assert t.stride(-1) == 1 and t.stride(-2) == head_dim
     grid = lambda meta: (triton.cdiv(num_tokens, meta["TOKENS"]),)  # noqa: E731
@@ -85,5 +89,6 @@ def reshape_and_cache(
         value_cache.stride(0),
         value_cache.stride(1),
         ROW=row,
+        ROW_P2=triton.next_power_of_2(row),
         BLOCK_SIZE=key_cache.shape[1],
     )

@@ -25,10 +25,13 @@ import triton.language as tl
 @triton.jit
 def _rotate_heads(x_ptr, out_ptr, token, token_stride, cos, sin,
                   HEADS: tl.constexpr, HEADS_P2: tl.constexpr, HEAD_DIM: tl.constexpr,
-                  HALF: tl.constexpr, PASS_BLOCK: tl.constexpr):
+                  HALF: tl.constexpr, HALF_P2: tl.constexpr, PASS_BLOCK: tl.constexpr):
     heads = tl.arange(0, HEADS_P2)
-    dims = tl.arange(0, HALF)
+    dims = tl.arange(0, HALF_P2)
     head_mask = (heads < HEADS)[:, None]
+    if HALF_P2 != HALF:
+        # A half that is not a power of two (Phi-3.5's 48 of 96 dims): padded columns masked off.
+        head_mask = head_mask & (dims < HALF)[None, :]
     offs = token.to(tl.int64) * token_stride + heads[:, None] * HEAD_DIM + dims[None, :]
     x1 = tl.load(x_ptr + offs, mask=head_mask, other=0.0).to(tl.float32)
     x2 = tl.load(x_ptr + offs + HALF, mask=head_mask, other=0.0).to(tl.float32)
@@ -48,15 +51,19 @@ def _rotate_heads(x_ptr, out_ptr, token, token_stride, cos, sin,
 def _rope_neox_tokens(positions_ptr, q_ptr, k_ptr, q_out_ptr, k_out_ptr, cache_ptr,
                       q_token_stride, k_token_stride, cache_stride,
                       NUM_Q: tl.constexpr, NUM_Q_P2: tl.constexpr, NUM_K: tl.constexpr, NUM_K_P2: tl.constexpr,
-                      HEAD_DIM: tl.constexpr, HALF: tl.constexpr, PASS_BLOCK: tl.constexpr):
+                      HEAD_DIM: tl.constexpr, HALF: tl.constexpr, HALF_P2: tl.constexpr, PASS_BLOCK: tl.constexpr):
     token = tl.program_id(0)
     position = tl.load(positions_ptr + token)
-    dims = tl.arange(0, HALF)
+    dims = tl.arange(0, HALF_P2)
     row = cache_ptr + position * cache_stride
-    cos = tl.load(row + dims)
-    sin = tl.load(row + HALF + dims)
-    _rotate_heads(q_ptr, q_out_ptr, token, q_token_stride, cos, sin, NUM_Q, NUM_Q_P2, HEAD_DIM, HALF, PASS_BLOCK)
-    _rotate_heads(k_ptr, k_out_ptr, token, k_token_stride, cos, sin, NUM_K, NUM_K_P2, HEAD_DIM, HALF, PASS_BLOCK)
+    if HALF_P2 != HALF:
+        cos = tl.load(row + dims, mask=dims < HALF, other=0.0)
+        sin = tl.load(row + HALF + dims, mask=dims < HALF, other=0.0)
+    else:
+        cos = tl.load(row + dims)
+        sin = tl.load(row + HALF + dims)
+    _rotate_heads(q_ptr, q_out_ptr, token, q_token_stride, cos, sin, NUM_Q, NUM_Q_P2, HEAD_DIM, HALF, HALF_P2, PASS_BLOCK)
+    _rotate_heads(k_ptr, k_out_ptr, token, k_token_stride, cos, sin, NUM_K, NUM_K_P2, HEAD_DIM, HALF, HALF_P2, PASS_BLOCK)
 
 
 def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor):
@@ -73,7 +80,8 @@ def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, 
     _rope_neox_tokens[(tokens,)](
         positions.contiguous(), q, k, q_out, k_out, cache, q.stride(0), k.stride(0), cache.stride(0),
         NUM_Q=num_q, NUM_Q_P2=num_q_p2, NUM_K=num_k, NUM_K_P2=num_k_p2, HEAD_DIM=head_dim, HALF=half,
-        PASS_BLOCK=min(2 * half, triton.next_power_of_2(passthrough)) if passthrough > 0 else 0,
+        HALF_P2=triton.next_power_of_2(half),
+        PASS_BLOCK=min(triton.next_power_of_2(2 * half), triton.next_power_of_2(passthrough)) if passthrough > 0 else 0,
         num_warps=4 if tile <= 6144 else 8,
     )
     return q_out, k_out

@@ -1,5 +1,8 @@
 """`apex tasks new`: a scaffolded task loads through the catalogue; each refusal is one line, exit 2."""
 
+import shutil
+from pathlib import Path
+
 import pytest
 
 from apex_core.errors import ApexUserError
@@ -36,41 +39,69 @@ def test_the_scaffold_copies_what_the_kernels_tasks_do_not_share(tmp_path, monke
         task = catalog.get_task("gpt-oss-20b__gemm_fp8")
     finally:
         catalog.clear_cache()
-    assert made.copied_from == "llama-3-1-8b-instruct__gemm_fp8"  # fewer own keys than DeepSeek's block-scaled task
+    # a per-token task (gpt-oss's router and MoE are like Mixtral's), not DeepSeek's block-scaled one
+    assert made.copied_from != "deepseek-r1__gemm_fp8" and made.copied_from.endswith("__gemm_fp8")
     assert task.baseline == "gemm_fp8/baseline_per_token_triton.py" and task.test_shapes and task.hidden_shapes
     assert made.solution is not None and made.solution.name == "solution.py"
 
 
+@pytest.fixture
+def shipped(tmp_path, monkeypatch):
+    """Make the shipped definitions a copy to edit (``shipped(edit)``), with a folder for new tasks."""
+    def copy(drop: tuple[str, ...] = (), unlist: str | None = None) -> Path:
+        """The copy without the ``drop`` task ids, and with ``unlist``'s also_models line taken out."""
+        definitions = tmp_path / "shipped"
+        shutil.copytree(DEFINITIONS_DIR, definitions, ignore=shutil.ignore_patterns(*(f"{t}.toml" for t in drop)))
+        if unlist:
+            path = definitions / f"{unlist}.toml"
+            path.write_text("".join(line for line in path.read_text().splitlines(keepends=True) if not line.startswith("also_models")))
+        monkeypatch.setattr(catalog, "DEFINITIONS_DIR", definitions)
+        new = tmp_path / "new"
+        new.mkdir()
+        monkeypatch.setenv(TASK_DIRS_ENV, str(new))
+        catalog.clear_cache()
+        return new
+
+    yield copy
+    catalog.clear_cache()
+
+
 @pytest.mark.parametrize(
-    ("model", "kernel", "copied_from"),
+    ("model", "kernel", "copied_from", "drop"),
     [
-        ("gemma-2-9b-it", "rms_norm", "qwen3-5-27b__rms_norm"),  # zero-centered (1 + w), as Qwen3.5's
-        ("llama-3-1-70b-instruct", "rms_norm", "llama-3-1-8b-instruct__rms_norm"),
-        ("kimi-k2-thinking", "moe_router", "deepseek-r1__moe_router"),  # DeepSeek-V3's sigmoid, grouped routing
+        # zero-centered (1 + w), as Qwen3.5's, though Qwen2.5's plain norm shares its attention kind
+        ("gemma-2-9b-it", "rms_norm", "qwen3-5-27b__rms_norm", ("gemma-2-9b-it__rms_norm", "gemma-2-27b-it__rms_norm")),
+        ("llama-3-1-70b-instruct", "rms_norm", "llama-3-1-8b-instruct__rms_norm", ("llama-3-1-70b-instruct__rms_norm",)),
+        # DeepSeek-V3's sigmoid, grouped routing
+        ("kimi-k2-thinking", "moe_router", "deepseek-r1__moe_router", ("kimi-k2-thinking__moe_router",)),
     ],
 )
-def test_a_new_models_task_is_copied_from_the_task_of_the_most_alike_model(tmp_path, monkeypatch, model, kernel, copied_from):
-    monkeypatch.setenv(TASK_DIRS_ENV, str(tmp_path))
-    catalog.clear_cache()
-    try:
-        made = scaffold_task(model, kernel, tmp_path)
-        task = catalog.get_task(f"{model}__{kernel}")
-    finally:
-        catalog.clear_cache()
+def test_a_new_models_task_is_copied_from_the_task_of_the_most_alike_model(shipped, model, kernel, copied_from, drop):
+    new = shipped(drop)
+    made = scaffold_task(model, kernel, new)
+    task = catalog.get_task(f"{model}__{kernel}")
     assert made.copied_from == copied_from
     if model.startswith("gemma"):
         assert task.params["zero_centered"] is True and task.reference.endswith("reference_torch_zero_centered")
 
 
-@pytest.mark.parametrize(("model", "kernel", "standing_for_it"), [
+@pytest.mark.parametrize(("model", "kernel", "same_as"), [
     ("mistral-7b-instruct-v0-3", "rms_norm", "llama-3-1-8b-instruct__rms_norm"),  # as wide, the same eps
     ("gpt-oss-120b", "swiglu_clamped", "gpt-oss-20b__swiglu_clamped"),  # the same experts' width
 ])
-def test_a_model_that_runs_an_existing_task_exactly_is_pointed_to_its_also_models(tmp_path, model, kernel, standing_for_it):
-    with pytest.raises(ApexUserError) as caught:
-        scaffold_task(model, kernel, tmp_path)
-    assert str(caught.value).startswith(f"{standing_for_it} already is {kernel} at {model}'s shapes and constants: "
-                                        f'add "{model}" to its also_models')
+def test_a_scaffold_that_runs_an_existing_task_exactly_says_so_in_a_todo(shipped, model, kernel, same_as):
+    new = shipped(unlist=same_as)
+    made = scaffold_task(model, kernel, new)
+    text = made.path.read_text()
+    assert f"# TODO: as copied, this runs exactly {same_as}" in text and f'add "{model}" to that task\'s also_models' in text
+    assert made.to_do[0].startswith(f"as copied it runs exactly {same_as}: if {model}'s numbers are the same")
+
+
+def test_a_model_a_task_already_stands_for_or_a_kernel_it_does_not_run_is_refused(tmp_path):
+    with pytest.raises(ApexUserError, match=r"^llama-3-1-8b-instruct__rms_norm already stands for mistral-7b-instruct-v0-3 \(its also_models\)"):
+        scaffold_task("mistral-7b-instruct-v0-3", "rms_norm", tmp_path)
+    with pytest.raises(ApexUserError, match="falcon-7b-instruct normalizes with 'layer' norm, not RMSNorm"):
+        scaffold_task("falcon-7b-instruct", "fused_add_rms_norm", tmp_path)
     assert list(tmp_path.iterdir()) == []
 
 

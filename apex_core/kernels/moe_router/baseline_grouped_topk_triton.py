@@ -5,7 +5,8 @@ experts as (n_group, experts per group), sum each group's two best choice scores
 mask, max), keep the topk_group best groups by repeated argmax, mask the other groups' experts to
 -inf, pick the top k experts by repeated argmax, gather their unbiased scores, normalize and
 scale. Correct and simple, with the headroom a direct translation leaves: one token per program,
-default warps, two reductions (max and argmax) per selection round.
+default warps, two reductions (max and argmax) per selection round. A group whose size is not a
+power of two (Kimi K2: one group of 384 experts) is padded to one with -inf choice scores.
 """
 
 import torch
@@ -26,42 +27,47 @@ def _grouped_topk_row_kernel(
     TOPK_GROUP: tl.constexpr,
     TOP_K: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    BLOCK_G: tl.constexpr,
 ):
     GROUP_SIZE: tl.constexpr = N_EXPERTS // N_GROUP
     row = tl.program_id(0)
-    cols = tl.arange(0, N_EXPERTS)
-    logits = tl.load(logits_ptr + row * logits_row_stride + cols)
+    # Experts as (N_GROUP, BLOCK_G): each group's columns, padded to a power of two.
+    groups = tl.arange(0, N_GROUP)
+    in_group = tl.arange(0, BLOCK_G)
+    real = (groups[:, None] >= 0) & (in_group[None, :] < GROUP_SIZE)
+    cols = groups[:, None] * GROUP_SIZE + in_group[None, :]
+    logits = tl.load(logits_ptr + row * logits_row_stride + cols, mask=real, other=0.0)
     scores = tl.sigmoid(logits)
-    choice = scores + tl.load(bias_ptr + cols)
+    grouped = tl.where(real, scores + tl.load(bias_ptr + cols, mask=real, other=0.0), float("-inf"))
 
     # Group score: the sum of the two best choice scores of each group.
-    grouped = tl.reshape(choice, (N_GROUP, GROUP_SIZE))
-    in_group = tl.arange(0, GROUP_SIZE)
     first = tl.max(grouped, axis=1)
     first_at = tl.argmax(grouped, axis=1)
     second = tl.max(tl.where(in_group[None, :] == first_at[:, None], float("-inf"), grouped), axis=1)
     group_scores = first + second
 
     # Keep the TOPK_GROUP best groups.
-    groups = tl.arange(0, N_GROUP)
     kept = groups < 0
     for _ in tl.static_range(TOPK_GROUP):
         best_group = tl.argmax(group_scores, axis=0)
         kept = kept | (groups == best_group)
         group_scores = tl.where(groups == best_group, float("-inf"), group_scores)
     allowed = tl.where(kept[:, None], grouped, float("-inf"))
-    work = tl.reshape(allowed, (N_EXPERTS,))
+    work = tl.reshape(allowed, (N_GROUP * BLOCK_G,))
+    flat_scores = tl.reshape(scores, (N_GROUP * BLOCK_G,))
+    lanes = tl.arange(0, N_GROUP * BLOCK_G)
 
     # Top k experts among the kept groups, weighted by their unbiased scores.
     slots = tl.arange(0, BLOCK_K)
     picked_scores = tl.zeros([BLOCK_K], dtype=tl.float32)
     picked_ids = tl.zeros([BLOCK_K], dtype=tl.int32)
     for k in tl.static_range(TOP_K):
-        best_id = tl.argmax(work, axis=0)
-        best_score = tl.sum(tl.where(cols == best_id, scores, 0.0), axis=0)
+        best_lane = tl.argmax(work, axis=0)
+        best_id = (best_lane // BLOCK_G) * GROUP_SIZE + best_lane % BLOCK_G
+        best_score = tl.sum(tl.where(lanes == best_lane, flat_scores, 0.0), axis=0)
         picked_scores = tl.where(slots == k, best_score, picked_scores)
         picked_ids = tl.where(slots == k, best_id, picked_ids)
-        work = tl.where(cols == best_id, float("-inf"), work)
+        work = tl.where(lanes == best_lane, float("-inf"), work)
 
     slot_mask = slots < TOP_K
     total = tl.sum(tl.where(slot_mask, picked_scores, 0.0), axis=0)
@@ -96,5 +102,6 @@ def moe_router(
         TOPK_GROUP=topk_group,
         TOP_K=top_k,
         BLOCK_K=triton.next_power_of_2(top_k),
+        BLOCK_G=triton.next_power_of_2(n_experts // n_group),
     )
     return weights, ids

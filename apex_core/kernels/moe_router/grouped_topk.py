@@ -63,7 +63,10 @@ def _near_tie_rows(logits: Any, bias: Any, top_k: int, n_group: int, topk_group:
     grouped = choice.view(tokens, n_group, experts // n_group)
     group_scores = grouped.topk(2, dim=-1).values.sum(dim=-1)
     ranked_groups = group_scores.sort(dim=-1, descending=True)
-    group_gap = ranked_groups.values[:, topk_group - 1] - ranked_groups.values[:, topk_group]
+    if topk_group < n_group:
+        group_gap = ranked_groups.values[:, topk_group - 1] - ranked_groups.values[:, topk_group]
+    else:  # every group is kept (Kimi K2: one group): no group decision to keep clear of ties
+        group_gap = torch.full((tokens,), float("inf"), dtype=choice.dtype)
     kept = torch.zeros_like(group_scores, dtype=torch.bool).scatter_(1, ranked_groups.indices[:, :topk_group], True)
     allowed = kept.unsqueeze(-1).expand_as(grouped).reshape(tokens, experts)
     top = choice.masked_fill(~allowed, float("-inf")).topk(top_k + 1, dim=-1).values

@@ -7,7 +7,9 @@ and are found through a block table. The softmax is computed in fp32, as every i
 does. GPT-OSS adds two things on its sliding-window layers: a learned per-head "sink" logit that
 joins the softmax denominator only (it absorbs probability mass but contributes no value), and a
 128-token window (the query at position p sees keys p-127 … p), as in openai/gpt-oss's reference
-``sdpa`` and vLLM's attention with sinks.
+``sdpa`` and vLLM's attention with sinks. Gemma 2 soft-caps every scaled logit (cap · tanh(s / cap),
+cap 50), scales by query_pre_attn_scalar^-1/2, and gives every other layer a 4096-token window
+(``apex_core.kernels.attention_logits``).
 
 Decode reads every cached key and value once per step and does ~4 FLOPs per byte, so it is
 memory-bound: its roofline is the KV bytes.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from apex_core.kernels.attention_logits import attention_scale, optional_arguments, query_temperature
 from apex_core.kernels.paged_decode_attention.paged_cache import (
     attended_lengths,
     build_block_tables,
@@ -37,13 +40,15 @@ def reference_torch(
     scale: float,
     sinks: Any = None,
     sliding_window: int = 0,
+    softcap: float = 0.0,
 ) -> Any:
     """fp32 attention of each sequence's query over its own keys, gathered through the block table.
 
     q: (batch, num_heads, head_dim); key_cache/value_cache: (num_blocks, block_size, num_kv_heads,
     head_dim); block_tables: (batch, max_blocks) int32; seq_lens: (batch,) int32. sinks (num_heads,)
     float32 joins each head's softmax denominator as one extra logit; sliding_window > 0 keeps only
-    the last sliding_window keys. Returns (batch, num_heads, head_dim) in q's dtype.
+    the last sliding_window keys; softcap > 0 caps each scaled logit to softcap · tanh(logit / softcap).
+    Returns (batch, num_heads, head_dim) in q's dtype.
     """
     import torch
 
@@ -59,6 +64,8 @@ def reference_torch(
         values = value_cache[blocks, positions % block_size].float()
         query = q[b].float().view(num_kv_heads, group, head_dim)
         scores = torch.einsum("hgd,nhd->hgn", query, keys) * scale
+        if softcap > 0:
+            scores = softcap * torch.tanh(scores / softcap)
         if sinks is not None:
             sink_logits = sinks.float().view(num_kv_heads, group, 1)
             probs = torch.softmax(torch.cat([scores, sink_logits], dim=-1), dim=-1)[..., :-1]
@@ -89,15 +96,12 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
     cache_shape = (num_blocks, block_size, num_kv_heads, head_dim)
     key_cache = torch.randn(cache_shape, generator=generator, dtype=torch.float32).to(torch_dtype)
     value_cache = torch.randn(cache_shape, generator=generator, dtype=torch.float32).to(torch_dtype)
-    temperature = 1.0 + 1.5 * torch.rand(num_heads, 1, generator=generator)
+    scale, softcap = attention_scale(params), float(params.get("softcap", 0.0))
+    temperature = query_temperature(num_heads, head_dim, scale, softcap, generator)
     q = (torch.randn(batch, num_heads, head_dim, generator=generator) * temperature).to(torch_dtype)
-    scale = float(head_dim) ** -0.5
     args: list[Any] = [q, key_cache, value_cache, block_tables, torch.tensor(seq_lens, dtype=torch.int32)]
     args = [a.to(device) for a in args] + [scale]
-    if params.get("attention_sinks"):
-        sinks = (3.0 + 2.0 * torch.randn(num_heads, generator=generator)).to(device)
-        args += [sinks, window]
-    return tuple(args)
+    return tuple(args + optional_arguments(params, num_heads, generator, device))
 
 
 def roofline(shape: dict[str, int], dtype: str, params: dict[str, Any]) -> Roofline:

@@ -41,6 +41,7 @@ def _paged_decode_kernel(
     HEAD_DIM_PADDED: tl.constexpr,
     USE_SINKS: tl.constexpr,
     SLIDING_WINDOW: tl.constexpr,
+    SOFTCAP: tl.constexpr,
 ):
     seq = tl.program_id(0)
     head = tl.program_id(1)
@@ -71,6 +72,8 @@ def _paged_decode_kernel(
             other=0.0,
         ).to(tl.float32)
         scores = tl.sum(q[None, :] * k, axis=1) * scale
+        if SOFTCAP > 0:  # Gemma 2: cap * tanh(s / cap), tanh written with exp (every backend has it)
+            scores = SOFTCAP * (2.0 / (1.0 + tl.exp(-2.0 * scores / SOFTCAP)) - 1.0)
         scores = tl.where(valid, scores, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(scores, axis=0))
         alpha = tl.exp(m_i - m_new)
@@ -101,6 +104,7 @@ def paged_decode_attention(
     scale: float,
     sinks: torch.Tensor | None = None,
     sliding_window: int = 0,
+    softcap: float = 0.0,
 ) -> torch.Tensor:
     batch, num_heads, head_dim = q.shape
     _, block_size, num_kv_heads, _ = key_cache.shape
@@ -134,5 +138,6 @@ def paged_decode_attention(
         HEAD_DIM_PADDED=triton.next_power_of_2(head_dim),
         USE_SINKS=use_sinks,
         SLIDING_WINDOW=sliding_window,
+        SOFTCAP=float(softcap),
     )
     return out

@@ -4,7 +4,9 @@ A prompt of L tokens attends to itself causally: token i of a sequence sees toke
 same sequence, query head h with KV head h // G. Several prompts are packed back to back along the
 token axis and delimited by ``cu_seqlens`` (flash-attention's varlen convention, which vLLM and
 SGLang use for prefill). Softmax in fp32. GPT-OSS's sliding layers add a learned per-head sink
-logit in the denominator and a 128-token window (token i sees i-127 … i).
+logit in the denominator and a 128-token window (token i sees i-127 … i). Gemma 2 soft-caps every
+scaled logit, s -> cap · tanh(s / cap) with cap 50, before the mask and the softmax, scales by
+query_pre_attn_scalar^-1/2 instead of head_dim^-1/2, and gives every other layer a 4096-token window.
 
 Prefill does about 4·L²/2·heads·head_dim FLOPs against a few bytes per token, so it is
 compute-bound except under a short sliding window: its roofline is the causal FLOPs.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from apex_core.kernels.attention_logits import attention_scale, optional_arguments, query_temperature
 from apex_core.kernels.paged_decode_attention.paged_cache import context_lengths
 from apex_core.kernels.roofline import Roofline, dtype_bytes
 from apex_core.kernels import seeded
@@ -31,13 +34,15 @@ def reference_torch(
     scale: float,
     sinks: Any = None,
     sliding_window: int = 0,
+    softcap: float = 0.0,
 ) -> Any:
     """fp32 causal attention per packed sequence, computed a chunk of queries at a time.
 
     q: (tokens, num_heads, head_dim); k, v: (tokens, num_kv_heads, head_dim); cu_seqlens:
     (num_seqs + 1,) int32 offsets of the sequences along the token axis. sinks (num_heads,) float32
     joins each head's softmax denominator; sliding_window > 0 keeps the last sliding_window keys
-    (the query's own included). Returns (tokens, num_heads, head_dim) in q's dtype.
+    (the query's own included); softcap > 0 caps each scaled logit to softcap · tanh(logit / softcap).
+    Returns (tokens, num_heads, head_dim) in q's dtype.
     """
     import torch
 
@@ -52,6 +57,8 @@ def reference_torch(
             k0 = max(start, q0 - sliding_window + 1) if sliding_window > 0 else start
             query = q[q0:q1].float().view(q1 - q0, num_kv_heads, group, head_dim)
             scores = torch.einsum("qhgd,khd->hgqk", query, k[k0:q1].float()) * scale
+            if softcap > 0:
+                scores = softcap * torch.tanh(scores / softcap)
             q_pos = torch.arange(q0, q1, device=q.device)[:, None]
             k_pos = torch.arange(k0, q1, device=q.device)[None, :]
             visible = k_pos <= q_pos
@@ -79,7 +86,9 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
 
     Each query head gets a logit spread between 1 and 2.5 standard deviations, so heads range from
     broad to sharp as trained heads do (uniform random logits would average long rows to noise).
-    Sinks (GPT-OSS) range from a negligible to a dominant share of a head's softmax mass.
+    Sinks (GPT-OSS) range from a negligible to a dominant share of a head's softmax mass. Under a
+    soft cap (Gemma 2) the logits spread to 0.4-1 times the cap, so the cap bends most of them and a
+    kernel that leaves it out fails by far.
     """
     import torch
 
@@ -88,7 +97,8 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
     lengths = sequence_lengths(shape)
     tokens = sum(lengths)
     num_heads, num_kv_heads, head_dim = int(params["num_heads"]), int(params["num_kv_heads"]), int(params["head_dim"])
-    temperature = 1.0 + 1.5 * torch.rand(num_heads, 1, generator=generator)
+    scale, softcap = attention_scale(params), float(params.get("softcap", 0.0))
+    temperature = query_temperature(num_heads, head_dim, scale, softcap, generator)
     q = (torch.randn(tokens, num_heads, head_dim, generator=generator) * temperature).to(torch_dtype)
     k = torch.randn(tokens, num_kv_heads, head_dim, generator=generator).to(torch_dtype)
     v = torch.randn(tokens, num_kv_heads, head_dim, generator=generator).to(torch_dtype)
@@ -96,11 +106,8 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
     for n in lengths:
         offsets.append(offsets[-1] + n)
     cu_seqlens = torch.tensor(offsets, dtype=torch.int32)
-    args: list[Any] = [t.to(device) for t in (q, k, v, cu_seqlens)] + [max(lengths), float(head_dim) ** -0.5]
-    if params.get("attention_sinks"):
-        sinks = (3.0 + 2.0 * torch.randn(num_heads, generator=generator)).to(device)
-        args += [sinks, int(params.get("sliding_window", 0))]
-    return tuple(args)
+    args: list[Any] = [t.to(device) for t in (q, k, v, cu_seqlens)] + [max(lengths), scale]
+    return tuple(args + optional_arguments(params, num_heads, generator, device))
 
 
 def visible_pairs(length: int, sliding_window: int = 0) -> int:

@@ -44,6 +44,7 @@ def _prefill_kernel(
     BLOCK_N: tl.constexpr,
     USE_SINKS: tl.constexpr,
     SLIDING_WINDOW: tl.constexpr,
+    SOFTCAP: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
 ):
     seq = tl.program_id(0)
@@ -83,6 +84,8 @@ def _prefill_kernel(
         if DOT_IN_FP32:
             k = k.to(tl.float32)
         scores = tl.dot(q, k) * scale
+        if SOFTCAP > 0:  # Gemma 2: cap * tanh(s / cap), tanh written with exp (every backend has it)
+            scores = SOFTCAP * (2.0 / (1.0 + tl.exp(-2.0 * scores / SOFTCAP)) - 1.0)
         visible = (cols[None, :] <= offs_m[:, None]) & (cols[None, :] < seq_len)
         if SLIDING_WINDOW > 0:
             visible = visible & (offs_m[:, None] - cols[None, :] < SLIDING_WINDOW)
@@ -123,6 +126,7 @@ def prefill_attention(
     scale: float,
     sinks: torch.Tensor | None = None,
     sliding_window: int = 0,
+    softcap: float = 0.0,
 ) -> torch.Tensor:
     _, num_heads, head_dim = q.shape
     num_kv_heads = k.shape[1]
@@ -155,6 +159,7 @@ def prefill_attention(
         BLOCK_N=block_n,
         USE_SINKS=use_sinks,
         SLIDING_WINDOW=sliding_window,
+        SOFTCAP=float(softcap),
         DOT_IN_FP32=_DOT_IN_FP32,
     )
     return out

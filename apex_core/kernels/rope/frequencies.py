@@ -10,10 +10,13 @@ builds it from its model's real rope parameters:
   sections, so text reduces to this);
 - ``llama3`` (Llama-3.1: long wavelengths divided by the factor, a smooth blend in between);
 - ``yarn`` (GPT-OSS and DeepSeek: NTK-by-parts blend of interpolated and extrapolated
-  frequencies, and an attention factor ``mscale`` that multiplies cos and sin).
+  frequencies, and an attention factor ``mscale`` that multiplies cos and sin);
+- ``longrope`` (Phi-3.5: each frequency divided by its own factor from the config, and cos and sin
+  multiplied by sqrt(1 + ln(max_position / original) / ln(original))).
 
 The formulas follow vLLM's rotary_embedding layers (``Llama3RotaryEmbedding``,
-``YaRNScalingRotaryEmbedding``, ``DeepseekScalingRotaryEmbedding``) and OpenAI's gpt-oss reference
+``YaRNScalingRotaryEmbedding``, ``DeepseekScalingRotaryEmbedding``,
+``Phi3LongRoPEScaledRotaryEmbedding``) and OpenAI's gpt-oss reference
 ``RotaryEmbedding`` (YaRN without rounding the correction range: ``yarn_truncate = 0``).
 """
 
@@ -39,6 +42,7 @@ _CACHE_KEYS = (
     "yarn_truncate",
     "yarn_mscale",
     "yarn_mscale_all_dim",
+    "longrope_factors",
 )
 
 
@@ -84,18 +88,33 @@ def _yarn_inverse_frequencies(rotary_dim: int, theta: float, params: dict[str, A
     return interpolated * (1 - extrapolation_weight) + extrapolated * extrapolation_weight
 
 
+def _longrope_inverse_frequencies(rotary_dim: int, theta: float, params: dict[str, Any]) -> torch.Tensor:
+    """LongRoPE: theta^(-2i/rotary_dim) divided by the i-th rescale factor (a whitespace-separated
+    string of rotary_dim/2 numbers, the config's long_factor list)."""
+    factors = torch.tensor([float(f) for f in str(params["longrope_factors"]).split()], dtype=torch.float32)
+    if factors.numel() != rotary_dim // 2:
+        raise ValueError(f"longrope_factors has {factors.numel()} factors; rotary_dim {rotary_dim} needs {rotary_dim // 2}")
+    return 1.0 / (factors * theta ** (torch.arange(0, rotary_dim, 2, dtype=torch.float32) / rotary_dim))
+
+
 def _yarn_mscale(factor: float, mscale: float) -> float:
     return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
 
 
 def attention_factor(params: dict[str, Any]) -> float:
-    """What cos and sin are multiplied by: YaRN's mscale ratio, 1 for the other methods.
+    """What cos and sin are multiplied by: YaRN's mscale ratio, LongRoPE's sqrt(1 + ln(s) / ln(original))
+    for the context extension s = max_position / original, 1 for the other methods.
 
     DeepSeek's form ``mscale(factor, mscale) / mscale(factor, mscale_all_dim)`` covers both YaRN
     models: DeepSeek-R1 sets both to 1 (ratio 1; its softmax scale absorbs the correction), and
     GPT-OSS's ``0.1·ln(factor) + 1`` concentration is mscale 1 over mscale_all_dim 0.
     """
-    if params.get("rope_scaling", "none") != "yarn":
+    scaling = params.get("rope_scaling", "none")
+    if scaling == "longrope":
+        original = float(params["original_max_position"])
+        scale = float(params["max_position"]) / original
+        return 1.0 if scale <= 1 else math.sqrt(1 + math.log(scale) / math.log(original))
+    if scaling != "yarn":
         return 1.0
     factor = float(params["scaling_factor"])
     return _yarn_mscale(factor, float(params["yarn_mscale"])) / _yarn_mscale(factor, float(params["yarn_mscale_all_dim"]))
@@ -111,7 +130,9 @@ def inverse_frequencies(params: dict[str, Any]) -> torch.Tensor:
         return _llama3_inverse_frequencies(_base_inverse_frequencies(rotary_dim, theta), params)
     if scaling == "yarn":
         return _yarn_inverse_frequencies(rotary_dim, theta, params)
-    raise ValueError(f"unknown rope scaling {scaling!r}; known: none, llama3, yarn")
+    if scaling == "longrope":
+        return _longrope_inverse_frequencies(rotary_dim, theta, params)
+    raise ValueError(f"unknown rope scaling {scaling!r}; known: none, llama3, yarn, longrope")
 
 
 @lru_cache(maxsize=8)

@@ -77,6 +77,17 @@ def test_gpt_oss_cache_follows_its_reference_yarn_with_the_concentration_on_cos_
     torch.testing.assert_close(norms, torch.full_like(norms, concentration**2), rtol=1e-5, atol=0)
 
 
+def test_phi_3_5_longrope_divides_each_frequency_by_its_factor_and_scales_cos_and_sin():
+    task = get_task("phi-3-5-mini-instruct__rope")
+    factors = torch.tensor(task.architecture.extra["rope_long_factor"], dtype=torch.float64)
+    expected = 1 / (factors * 10000.0 ** (torch.arange(0, 96, 2, dtype=torch.float64) / 96))
+    torch.testing.assert_close(frequencies.inverse_frequencies(task.params).double(), expected, rtol=1e-5, atol=0)
+    scale = math.sqrt(1 + math.log(131072 / 4096) / math.log(4096))  # vLLM's Phi3LongRoPE scaling factor
+    assert abs(frequencies.attention_factor(task.params) - scale) < 1e-9 and abs(scale - 1.19) < 0.01
+    with pytest.raises(ValueError, match="longrope_factors has 2 factors; rotary_dim 96 needs 48"):
+        frequencies.inverse_frequencies({**task.params, "longrope_factors": "1.0 2.0"})
+
+
 def test_deepseek_yarn_rounds_the_correction_range_and_leaves_cos_and_sin_unit():
     params = get_task("deepseek-r1__rope").params
     freq = 10000.0 ** (torch.arange(0, 64, 2, dtype=torch.float64) / 64)

@@ -42,8 +42,8 @@ print(json.dumps(reports))
 """
 
 TRITON_TASKS = sorted(t.id for t in all_tasks().values() if t.language == "triton")
-SHARDS = 3
-"""One per xdist worker: the check is most of a CPU-hour-long suite's longest group."""
+SHARDS = 6
+"""Three per xdist worker of two: short groups, so the last one to finish does not hold up the run."""
 
 
 def _checked_as() -> dict[str, str]:

@@ -138,7 +138,8 @@ def test_a_boolean_parameter_from_the_registry_stays_a_boolean():
 
 def _llama_rms_norm_listing(tmp_path: Path, also: str) -> Path:
     target = tmp_path / "llama-3-1-8b-instruct__rms_norm.toml"
-    text = (DEFINITIONS_DIR / target.name).read_text()
+    text = "".join(line for line in (DEFINITIONS_DIR / target.name).read_text().splitlines(keepends=True)
+                   if not line.startswith("also_models"))
     target.write_text(text.replace('kernel = "rms_norm"', f'kernel = "rms_norm"\nalso_models = [{also}]', 1))
     return target
 
@@ -160,3 +161,19 @@ def test_a_model_listed_that_runs_the_kernel_otherwise_is_refused_with_what_diff
     with pytest.raises(TaskDefinitionError) as caught:
         load_task_file(_llama_rms_norm_listing(tmp_path, also))
     assert complaint in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_no_two_tasks_run_the_same_kernel_at_the_same_shapes():
+    """A model that runs a task's kernel exactly as the task states it is in its also_models, not a copy."""
+    by_behaviour: dict[str, list[str]] = {}
+    for task in all_tasks().values():
+        by_behaviour.setdefault(task.behaviour_hash(), []).append(task.id)
+    assert [ids for ids in by_behaviour.values() if len(ids) > 1] == []
+
+
+def test_a_model_is_served_by_at_most_one_task_of_each_kernel():
+    served: dict[tuple[str, str], list[str]] = {}
+    for task in all_tasks().values():
+        for model in task.models:
+            served.setdefault((model, task.kernel), []).append(task.id)
+    assert {pair: ids for pair, ids in served.items() if len(ids) > 1} == {}

@@ -43,6 +43,14 @@ def test_a_model_of_its_own_is_a_file_named_for_the_model_and_the_others_share_t
     assert paged == {rs.REFERENCE_SOLUTIONS_DIR / "paged_decode_attention" / "solution.py"}
 
 
+def test_a_variant_of_the_kernel_takes_the_variants_solution_whichever_model_it_is_for():
+    gemma, qwen = get_task("gemma-2-9b-it__rms_norm"), get_task("qwen3-5-27b__rms_norm")
+    assert rs.baseline_variant(gemma) == "zero_centered" and rs.baseline_variant(get_task("llama-3-1-8b-instruct__rms_norm")) is None
+    assert rs.reference_solution_source_path(gemma) == rs.reference_solution_source_path(qwen) \
+        == rs.REFERENCE_SOLUTIONS_DIR / "rms_norm" / "solution_zero_centered.py"
+    assert rs.reference_solution_source_path(get_task("gemma-2-27b-it__fused_add_rms_norm")).name == "solution_zero_centered.py"
+
+
 def test_every_constants_table_names_a_task_that_takes_it():
     for constants in (p for p in _kept_files() if p.name == rs.CONSTANTS_FILE):
         kernel = constants.parent.name
@@ -101,6 +109,8 @@ def test_a_model_file_wins_over_the_shared_one_and_takes_no_constants(kept):
     task = get_task("qwen3-5-27b__per_token_quant_fp8")
     (kept / "solution.py").write_text("# apex:model-constants\n")
     (kept / "constants.toml").write_text("[gpt-oss-20b]\nTILE = 1\n")
+    (kept / "solution_per_token.py").write_text("VARIANT = 1\n")  # baseline_per_token_triton.py's variant
+    assert rs.reference_solution_path(task) == kept / "solution_per_token.py"
     (kept / "qwen3-5-27b.py").write_text("OWN = 1\n")
     assert rs.reference_solution_path(task) == kept / "qwen3-5-27b.py"
     assert rs.reference_solution_source(task) == "OWN = 1\n"

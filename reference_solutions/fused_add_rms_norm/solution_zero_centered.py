@@ -1,4 +1,5 @@
-"""Our fused residual add + zero-centered RMSNorm (1 + w) for Qwen3.5-27B (hidden 5120, bf16).
+"""Our fused residual add + zero-centered RMSNorm (1 + w)
+as Qwen3.5 and Gemma 2 norm (bf16; written for Qwen3.5-27B's 5120-wide rows).
 
 The bar an agent's solution is measured against.
 

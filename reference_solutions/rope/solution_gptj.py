@@ -1,10 +1,11 @@
-"""Our interleaved (GPT-J) rotary embedding for DeepSeek-R1's MLA rope part (128 q_pe heads + 1
-shared k_pe head, 64 dims, bf16): the bar to beat.
+"""Our interleaved (GPT-J) rotary embedding for the MLA rope part of the DeepSeek-V3 architecture
+(64 dims, bf16; DeepSeek-R1/V3's 128 q_pe heads and Kimi K2's 64, plus the 1 shared k_pe head): the
+bar to beat, for every task whose baseline is the GPT-J one.
 
 What it changes from the baseline, and why that is faster:
 - One launch for q_pe and k_pe instead of two, and one program per token instead of one per
   (token, head): the position and the cos/sin row are loaded once per token and broadcast over
-  all 129 heads instead of being reloaded for each.
+  all its heads (129 for DeepSeek, 65 for Kimi K2) instead of being reloaded for each.
 - Each head row is loaded once as a contiguous 128-byte run (vectorized 16-byte accesses), then
   split in registers into its even and odd elements (reshape to (heads, 32, 2) and tl.split);
   the rotated halves are re-interleaved with tl.join and stored as contiguous rows. The baseline's

@@ -1,4 +1,5 @@
-"""Our zero-centered RMSNorm (scale 1 + w, formed in fp32) for Qwen3.5-27B (hidden 5120, bf16).
+"""Our zero-centered RMSNorm (scale 1 + w, formed in fp32)
+as Qwen3.5 and Gemma 2 norm (bf16; written for Qwen3.5-27B's 5120-wide rows).
 
 The bar an agent's solution is measured against.
 

@@ -1,4 +1,5 @@
-"""Our DeepSeek-R1 router (256 experts in 8 groups, 4 groups kept, top-8, sigmoid + correction bias).
+"""Our grouped top-k router: sigmoid scores plus a correction bias, the best groups kept, top-k among
+them (DeepSeek-R1 and V3: 256 experts in 8 groups, 4 kept, top-8; Kimi K2: 384 in one group).
 
 What it changes from the baseline, and why that is faster:
 - Several tokens per program (up to 8 rows of 256) and, for decode, one warp per program: the
@@ -35,22 +36,34 @@ def _grouped_topk_rows(
     TOP_K: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    BLOCK_G: tl.constexpr,
 ):
     GROUP_SIZE: tl.constexpr = N_EXPERTS // N_GROUP
+    LANES: tl.constexpr = N_GROUP * BLOCK_G
     rows = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     row_mask = rows < n_tokens
     row_base = logits_ptr + rows.to(tl.int64) * logits_row_stride
-    cols = tl.arange(0, N_EXPERTS)
-    logits = tl.load(row_base[:, None] + cols[None, :], mask=row_mask[:, None], other=0.0)
-    choice = tl.sigmoid(logits) + tl.load(bias_ptr + cols)[None, :]
+    if BLOCK_G == GROUP_SIZE:
+        cols = tl.arange(0, N_EXPERTS)
+        logits = tl.load(row_base[:, None] + cols[None, :], mask=row_mask[:, None], other=0.0)
+        choice = tl.sigmoid(logits) + tl.load(bias_ptr + cols)[None, :]
+    else:
+        # Groups that are not a power of two wide (Kimi K2: one group of 384) are padded to BLOCK_G
+        # lanes whose choice score is -inf: never a group's best two, never picked.
+        lanes = tl.arange(0, LANES)
+        real = lanes % BLOCK_G < GROUP_SIZE
+        cols = lanes // BLOCK_G * GROUP_SIZE + lanes % BLOCK_G
+        logits = tl.load(row_base[:, None] + cols[None, :], mask=row_mask[:, None] & real[None, :], other=0.0)
+        bias = tl.load(bias_ptr + cols, mask=real, other=0.0)
+        choice = tl.where(real[None, :], tl.sigmoid(logits) + bias[None, :], float("-inf"))
 
     bits = choice.to(tl.int32, bitcast=True)
     ordered = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
     keys = (ordered.to(tl.int64) << 32) | (N_EXPERTS - 1 - cols)[None, :].to(tl.int64)
 
     # Group scores: best plus second best choice score of each group.
-    keys3 = tl.reshape(keys, (BLOCK_T, N_GROUP, GROUP_SIZE))
-    choice3 = tl.reshape(choice, (BLOCK_T, N_GROUP, GROUP_SIZE))
+    keys3 = tl.reshape(keys, (BLOCK_T, N_GROUP, BLOCK_G))
+    choice3 = tl.reshape(choice, (BLOCK_T, N_GROUP, BLOCK_G))
     first_key = tl.max(keys3, axis=2)
     first = tl.max(choice3, axis=2)
     second = tl.max(tl.where(keys3 == first_key[:, :, None], float("-inf"), choice3), axis=2)
@@ -62,7 +75,7 @@ def _grouped_topk_rows(
     this = group_scores[:, :, None]
     beats = (other > this) | ((other == this) & (groups[None, None, :] < groups[None, :, None]))
     kept = tl.sum(beats.to(tl.int32), axis=2) < TOPK_GROUP
-    keys = tl.reshape(tl.where(kept[:, :, None], keys3, _REMOVED), (BLOCK_T, N_EXPERTS))
+    keys = tl.reshape(tl.where(kept[:, :, None], keys3, _REMOVED), (BLOCK_T, LANES))
 
     slots = tl.arange(0, BLOCK_K)
     picked = tl.zeros([BLOCK_T, BLOCK_K], dtype=tl.int64)
@@ -114,6 +127,7 @@ def moe_router(
         TOP_K=top_k,
         BLOCK_T=block_t,
         BLOCK_K=triton.next_power_of_2(top_k),
+        BLOCK_G=triton.next_power_of_2(n_experts // n_group),
         num_warps=num_warps,
     )
     return weights, ids

@@ -1,4 +1,5 @@
-"""Our GPT-OSS router (32 experts, top-4, fp32 logits): the bar an agent's solution is measured against.
+"""Our softmax top-k router (GPT-OSS: 32 experts, top-4, fp32 logits; also Mixtral, GPT-OSS-120B
+and Qwen3.5-35B-A3B): the bar an agent's solution is measured against.
 
 What it changes from the baseline, and why that is faster:
 - Many tokens per program (up to 32 rows of 32 logits) instead of one: the baseline launches one

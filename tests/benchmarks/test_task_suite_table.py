@@ -1,0 +1,53 @@
+"""benchmarks/task_suite_table.py renders docs/tasks.md's suite tables from the catalogue, GPU verify
+records and identify runs: a task counts as verified only where its latest GPU record passed timed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+RECORDED_IDENTIFY = BENCHMARKS / "results" / "workloads-h200-2026-12-01" / "deepseek-r1.json"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("task_suite_table", BENCHMARKS / "task_suite_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _records(path: Path, *records: dict) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_a_task_is_verified_by_its_latest_gpu_record_that_passed_with_timing(tmp_path):
+    table = _script()
+    first = _records(tmp_path / "a.jsonl", {"task_id": "x__rms_norm", "passed": False, "timed": True},
+                     {"task_id": "y__rope", "passed": True, "timed": True},
+                     {"task_id": "z__rope", "passed": True, "timed": False})  # a CPU record: correctness only
+    later = _records(tmp_path / "b.jsonl", {"task_id": "x__rms_norm", "passed": True, "timed": True},
+                     {"task_id": "y__rope", "passed": False, "timed": True})
+    assert table.verified_ids([first, later]) == {"x__rms_norm"}
+    assert table.verified_ids([later, first]) == {"y__rope"}
+
+
+def test_a_kind_is_observed_for_a_model_above_the_share_and_a_task_through_any_of_its_models():
+    table = _script()
+    observed = table.observed_kinds([RECORDED_IDENTIFY])
+    assert "fused_moe" in observed["deepseek-r1"] and "rms_norm" not in observed.get("deepseek-r1", set())
+    from apex_core.tasks import get_task
+
+    assert table.is_observed(get_task("deepseek-r1__fused_moe"), observed)
+    assert not table.is_observed(get_task("llama-3-1-8b-instruct__rms_norm"), observed)
+
+
+def test_the_kind_table_counts_every_model_task_once_and_leaves_the_cpu_demo_out(tmp_path):
+    table = _script()
+    tasks = table.model_tasks()
+    assert tasks and not any(t.model == "cpu-mini" for t in tasks)
+    text = table.by_kind(tasks, set(), None)
+    assert f"| **all** | | **{len(tasks)}** |" in text and "observed" not in text
+    assert sum(int(line.split("|")[3]) for line in text.splitlines()[2:-1]) == len(tasks)
