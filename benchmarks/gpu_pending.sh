@@ -7,8 +7,10 @@
 # Parts (PARTS, default all three), each writing under $BG (default /tmp/bg):
 # - tests: the GPU-marked tests of the grader, the pipeline's stages, the workloads, the kernels and
 #   the profiler (issue 29's GPU pass) -> $BG/gpu-tests.txt
-# - verify: `apex tasks verify` of the tasks not yet verified on a GPU (VERIFY_TASKS, default the
-#   two Gemma 2 GeGLU tasks) -> $BG/verify.jsonl
+# - verify: `apex tasks verify` of the tasks not yet verified on a GPU (VERIFY_TASKS, default every
+#   model task without a passing timed record in benchmarks/results/verify-*.jsonl, per
+#   benchmarks/task_suite_table.py), in one process that resumes from $BG/verify.jsonl, so a later
+#   device call on the same warm machine goes on where the last one stopped -> $BG/verify.jsonl
 # - identify: benchmark, profile and identify of every registry model's workload (issue 30;
 #   `workloads_bench.py --cases models`, RUNS runs each, default 2, top 40 kernels with shapes)
 #   -> $BG/identify.json, and the docs/tasks.md table from it -> $BG/identify-table.md; CASES
@@ -18,7 +20,6 @@
 set -u
 BG=${BG:-/tmp/bg}; mkdir -p "$BG"
 PARTS=${PARTS:-"tests verify identify"}
-VERIFY_TASKS=${VERIFY_TASKS:-"gemma-2-9b-it__gelu_tanh_and_mul gemma-2-27b-it__gelu_tanh_and_mul"}
 RUNS=${RUNS:-2}
 CASES=${CASES:-models}; IDENTIFY=${IDENTIFY:-identify}
 . benchmarks/gpu_site.sh  # the carried wheels, and PYTHONPATH
@@ -33,9 +34,9 @@ for part in $PARTS; do
         tests/apex_core/kernels/test_rms_norm.py tests/apex_core/profiling/test_capture.py > "$BG/gpu-tests.txt" 2>&1
       tail -3 "$BG/gpu-tests.txt" ;;
     verify)
-      for task in $VERIFY_TASKS; do
-        python3 -m apex_core.cli.main tasks verify --task "$task" --jsonl "$BG/verify.jsonl" >> "$BG/verify-stdout.txt" 2>&1
-      done
+      VERIFY_TASKS=${VERIFY_TASKS:-$(python3 benchmarks/task_suite_table.py --verified benchmarks/results/verify-*.jsonl --list-unverified)}
+      python3 -m apex_core.cli.main tasks verify $(printf -- '--task %s ' $VERIFY_TASKS) --jsonl "$BG/verify.jsonl" --resume \
+        >> "$BG/verify-stdout.txt" 2>&1
       tail -c 600 "$BG/verify.jsonl" ;;
     identify)
       python3 benchmarks/workloads_bench.py --cases "$CASES" --runs "$RUNS" --top 40 --out "$BG/$IDENTIFY.json" \

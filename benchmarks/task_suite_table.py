@@ -5,10 +5,11 @@ tasks a GPU identify run observed.
 Usage::
 
     python benchmarks/task_suite_table.py [--verified VERIFY.jsonl ...] [--identify IDENTIFY.json ...]
+    python benchmarks/task_suite_table.py --verified benchmarks/results/verify-*.jsonl --list-unverified
 
 ``--verified`` files are ``apex tasks verify --jsonl`` outputs taken on a GPU: a task counts as
-verified when its latest record there passed with timing (a CPU record is never timed, so it never
-counts). ``--identify`` files are ``workloads_bench.py --out`` results: a task is "observed" when
+verified when its latest timed record there (files ordered by the date in their names) passed; an
+untimed record (a CPU run, or ``--no-timing``) neither verifies a task nor undoes a verification. ``--identify`` files are ``workloads_bench.py --out`` results: a task is "observed" when
 one of its models' runs spent at least ``--min-share`` of its device time in the task's kind, so
 the task's kernel is one that model really runs (its shapes are the model's, by construction).
 The CPU demo tasks are left out: they are the grader's smoke test, not kernels of a model.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import defaultdict
 from collections.abc import Iterable
@@ -30,6 +32,7 @@ from apex_core.tasks import all_tasks  # noqa: E402
 from apex_core.tasks.schema import Task  # noqa: E402
 
 MIN_SHARE = 0.005
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def model_tasks() -> list[Task]:
@@ -37,14 +40,25 @@ def model_tasks() -> list[Task]:
     return sorted((t for t in all_tasks().values() if not t.architecture.synthetic), key=lambda t: t.id)
 
 
+def by_date(paths: Iterable[Path]) -> list[Path]:
+    """The files in the order they were taken: by the YYYY-MM-DD date in their names (results are
+    named verify-<machine>-<date>-<commit>...), then by name; a name without a date comes first."""
+    def key(path: Path) -> tuple[str, str]:
+        found = DATE.search(path.name)
+        return (found.group(0) if found else "", path.name)
+
+    return sorted(paths, key=key)
+
+
 def verified_ids(paths: Iterable[Path]) -> set[str]:
-    """Tasks whose latest GPU record in ``paths`` (read in order) passed with its speed measured."""
+    """Tasks whose latest GPU record in ``paths`` (in ``by_date`` order) passed with its speed measured."""
     latest: dict[str, bool] = {}
-    for path in paths:
+    for path in by_date(paths):
         for line in path.read_text().splitlines():
             if line.strip():
                 record = json.loads(line)
-                latest[record["task_id"]] = bool(record.get("passed")) and bool(record.get("timed"))
+                if record.get("timed"):  # an untimed record (a CPU run, --no-timing) verifies nothing
+                    latest[record["task_id"]] = bool(record.get("passed"))
     return {task_id for task_id, passed in latest.items() if passed}
 
 
@@ -107,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verified", nargs="*", type=Path, default=[], help="apex tasks verify --jsonl files from a GPU")
     parser.add_argument("--identify", nargs="*", type=Path, default=None, help="workloads_bench.py --out files")
     parser.add_argument("--min-share", type=float, default=MIN_SHARE, help="a kind observed at this share of device time or more")
+    parser.add_argument("--list-unverified", action="store_true", help="print the ids of the model tasks not verified, one a line")
     args = parser.parse_args(argv)
     missing = [str(p) for p in [*args.verified, *(args.identify or [])] if not p.is_file()]
     if missing:
@@ -114,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     tasks = model_tasks()
     verified = verified_ids(args.verified)
+    if args.list_unverified:
+        print("\n".join(t.id for t in tasks if t.id not in verified))
+        return 0
     observed = observed_kinds(args.identify, args.min_share) if args.identify is not None else None
     print(by_kind(tasks, verified, observed))
     print()

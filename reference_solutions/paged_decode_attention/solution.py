@@ -58,6 +58,7 @@ def _decode_split_kernel(
     BLOCK_G: tl.constexpr,
     PAGE_SIZE: tl.constexpr,
     HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
     BLOCK_N: tl.constexpr,
     NUM_SPLITS: tl.constexpr,
     USE_SINKS: tl.constexpr,
@@ -79,17 +80,20 @@ def _decode_split_kernel(
     end = tl.minimum(start + tiles_per_split * BLOCK_N, seq_len)
 
     offs_g = tl.arange(0, BLOCK_G)
-    offs_d = tl.arange(0, HEAD_DIM)
+    offs_d = tl.arange(0, BLOCK_D)  # the head dim rounded up to a power of two (Phi-3.5: 96 -> 128)
     offs_n = tl.arange(0, BLOCK_N)
     heads = kv_head * QUERIES_PER_KV + offs_g
     head_mask = offs_g < QUERIES_PER_KV
-    q = tl.load(q_ptr + seq * stride_q_seq + heads[:, None] * stride_q_head + offs_d[None, :], mask=head_mask[:, None], other=0.0)
+    rows_ok = head_mask[:, None]
+    if BLOCK_D != HEAD_DIM:
+        rows_ok = rows_ok & (offs_d < HEAD_DIM)[None, :]
+    q = tl.load(q_ptr + seq * stride_q_seq + heads[:, None] * stride_q_head + offs_d[None, :], mask=rows_ok, other=0.0)
     if DOT_IN_FP32:
         q = q.to(tl.float32)
 
     m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_G], tl.float32)
-    acc = tl.zeros([BLOCK_G, HEAD_DIM], tl.float32)
+    acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
     table_row = block_tables_ptr + seq.to(tl.int64) * stride_table
     for tile_start in range(start, end, BLOCK_N):
         positions = tile_start + offs_n
@@ -97,7 +101,10 @@ def _decode_split_kernel(
         pages = tl.load(table_row + positions // PAGE_SIZE, mask=valid, other=0).to(tl.int64)
         slots = positions % PAGE_SIZE
         k_rows = k_cache_ptr + pages * stride_k_block + slots * stride_k_slot + kv_head * stride_k_head
-        k = tl.load(k_rows[:, None] + offs_d[None, :], mask=valid[:, None], other=0.0)
+        keys_ok = valid[:, None]
+        if BLOCK_D != HEAD_DIM:
+            keys_ok = keys_ok & (offs_d < HEAD_DIM)[None, :]
+        k = tl.load(k_rows[:, None] + offs_d[None, :], mask=keys_ok, other=0.0)
         if DOT_IN_FP32:
             k = k.to(tl.float32)
         scores = tl.dot(q, tl.trans(k)) * qk_scale
@@ -109,7 +116,7 @@ def _decode_split_kernel(
         p = tl.exp2(scores - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
         v_rows = v_cache_ptr + pages * stride_v_block + slots * stride_v_slot + kv_head * stride_v_head
-        v = tl.load(v_rows[:, None] + offs_d[None, :], mask=valid[:, None], other=0.0)
+        v = tl.load(v_rows[:, None] + offs_d[None, :], mask=keys_ok, other=0.0)
         if DOT_IN_FP32:
             v = v.to(tl.float32)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
@@ -123,7 +130,7 @@ def _decode_split_kernel(
         tl.store(
             out_ptr + seq * stride_o_seq + heads[:, None] * stride_o_head + offs_d[None, :],
             out.to(out_ptr.dtype.element_ty),
-            mask=head_mask[:, None],
+            mask=rows_ok,
         )
     else:
         # Partial result of this split: normalized output and log2-sum-exp2 (-inf when empty).
@@ -131,7 +138,7 @@ def _decode_split_kernel(
         out = tl.where(has_keys[:, None], acc / tl.where(has_keys, l_i, 1.0)[:, None], 0.0)
         lse = tl.where(has_keys, m_i + tl.log2(tl.where(has_keys, l_i, 1.0)), float("-inf"))
         row = (seq * num_heads + heads) * NUM_SPLITS + split
-        tl.store(part_out_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], out, mask=head_mask[:, None])
+        tl.store(part_out_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], out, mask=rows_ok)
         tl.store(part_lse_ptr + row, lse, mask=head_mask)
 
 
@@ -147,23 +154,31 @@ def _decode_merge_kernel(
     NUM_SPLITS: tl.constexpr,
     SPLITS_PADDED: tl.constexpr,
     HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
     USE_SINKS: tl.constexpr,
 ):
     seq = tl.program_id(0)
     head = tl.program_id(1)
     offs_s = tl.arange(0, SPLITS_PADDED)
-    offs_d = tl.arange(0, HEAD_DIM)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d < HEAD_DIM
     row = (seq * num_heads + head) * NUM_SPLITS + offs_s
     lse = tl.load(part_lse_ptr + row, mask=offs_s < NUM_SPLITS, other=float("-inf"))
     has_keys = lse > float("-inf")
     m = tl.max(lse, axis=0)
     weights = tl.where(has_keys, tl.exp2(lse - m), 0.0)
-    partial = tl.load(part_out_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], mask=has_keys[:, None], other=0.0)
+    splits_ok = has_keys[:, None]
+    if BLOCK_D != HEAD_DIM:
+        splits_ok = splits_ok & d_ok[None, :]
+    partial = tl.load(part_out_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], mask=splits_ok, other=0.0)
     denominator = tl.sum(weights, axis=0)
     if USE_SINKS:
         denominator += tl.exp2(tl.load(sinks_ptr + head).to(tl.float32) * 1.4426950408889634 - m)
     out = tl.sum(weights[:, None] * partial, axis=0) / denominator
-    tl.store(out_ptr + seq * stride_o_seq + head * stride_o_head + offs_d, out.to(out_ptr.dtype.element_ty))
+    if BLOCK_D != HEAD_DIM:
+        tl.store(out_ptr + seq * stride_o_seq + head * stride_o_head + offs_d, out.to(out_ptr.dtype.element_ty), mask=d_ok)
+    else:
+        tl.store(out_ptr + seq * stride_o_seq + head * stride_o_head + offs_d, out.to(out_ptr.dtype.element_ty))
 
 
 def _split_policy(device: torch.device) -> tuple[int, int]:
@@ -195,7 +210,7 @@ def paged_decode_attention(
 ) -> torch.Tensor:
     batch, num_heads, head_dim = q.shape
     _, page_size, num_kv_heads, _ = key_cache.shape
-    assert head_dim & (head_dim - 1) == 0 and key_cache.stride(-1) == 1 and value_cache.stride(-1) == 1
+    assert key_cache.stride(-1) == 1 and value_cache.stride(-1) == 1
     q = q if q.stride(-1) == 1 else q.contiguous()
     group = num_heads // num_kv_heads
     out = torch.empty_like(q)
@@ -242,6 +257,7 @@ def paged_decode_attention(
         BLOCK_G=max(16, triton.next_power_of_2(group)),
         PAGE_SIZE=page_size,
         HEAD_DIM=head_dim,
+        BLOCK_D=triton.next_power_of_2(head_dim),
         BLOCK_N=block_n,
         NUM_SPLITS=num_splits,
         USE_SINKS=use_sinks,
@@ -263,6 +279,7 @@ def paged_decode_attention(
             NUM_SPLITS=num_splits,
             SPLITS_PADDED=triton.next_power_of_2(num_splits),
             HEAD_DIM=head_dim,
+        BLOCK_D=triton.next_power_of_2(head_dim),
             USE_SINKS=use_sinks,
             num_warps=4,
         )

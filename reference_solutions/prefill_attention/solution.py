@@ -41,6 +41,7 @@ def _attend(
     offs_m,
     offs_n,
     offs_d,
+    d_ok,
     lo,
     hi,
     seq_len,
@@ -49,12 +50,16 @@ def _attend(
     BLOCK_N: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
     SOFTCAP2: tl.constexpr,
+    PAD_D: tl.constexpr,
 ):
-    """Online softmax over key blocks [lo, hi); MASKED blocks apply the causal mask and the end."""
+    """Online softmax over key blocks [lo, hi); MASKED blocks apply the causal mask and the end;
+    PAD_D masks the columns past a head dim that is not a power of two."""
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         cols = start_n + offs_n
-        if MASKED:
+        if PAD_D:
+            k = tl.load(k_base + cols[:, None] * stride_k_tok + offs_d[None, :], mask=(cols[:, None] < seq_len) & d_ok[None, :], other=0.0)
+        elif MASKED:
             k = tl.load(k_base + cols[:, None] * stride_k_tok + offs_d[None, :], mask=cols[:, None] < seq_len, other=0.0)
         else:
             k = tl.load(k_base + cols[:, None] * stride_k_tok + offs_d[None, :])
@@ -70,7 +75,9 @@ def _attend(
         alpha = tl.exp2(m_i - m_new)
         p = tl.exp2(scores - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        if MASKED:
+        if PAD_D:
+            v = tl.load(v_base + cols[:, None] * stride_v_tok + offs_d[None, :], mask=(cols[:, None] < seq_len) & d_ok[None, :], other=0.0)
+        elif MASKED:
             v = tl.load(v_base + cols[:, None] * stride_v_tok + offs_d[None, :], mask=cols[:, None] < seq_len, other=0.0)
         else:
             v = tl.load(v_base + cols[:, None] * stride_v_tok + offs_d[None, :])
@@ -100,6 +107,7 @@ def _prefill_kernel(
     num_m_blocks,
     QUERIES_PER_KV: tl.constexpr,
     HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
@@ -116,8 +124,11 @@ def _prefill_kernel(
     kv_head = head // QUERIES_PER_KV
     offs_m = m_start + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, HEAD_DIM)
+    offs_d = tl.arange(0, BLOCK_D)  # the head dim rounded up to a power of two (Phi-3.5: 96 -> 128)
+    d_ok = offs_d < HEAD_DIM
     row_mask = offs_m[:, None] < seq_len
+    if BLOCK_D != HEAD_DIM:
+        row_mask = row_mask & d_ok[None, :]
     q_rows = q_ptr + (seq_start + offs_m).to(tl.int64)[:, None] * stride_q_tok + head * stride_q_head
     q = tl.load(q_rows + offs_d[None, :], mask=row_mask, other=0.0)
     if DOT_IN_FP32:
@@ -127,13 +138,14 @@ def _prefill_kernel(
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     # Blocks left of the diagonal: every key visible, no mask.
     acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_base, v_base, stride_k_tok, stride_v_tok, offs_m, offs_n, offs_d,
-                            0, m_start, seq_len, qk_scale, False, BLOCK_N, DOT_IN_FP32, SOFTCAP2)
+                            d_ok, 0, m_start, seq_len, qk_scale, False, BLOCK_N, DOT_IN_FP32, SOFTCAP2, BLOCK_D != HEAD_DIM)
     # The diagonal block(s): causal mask and the sequence end.
     acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_base, v_base, stride_k_tok, stride_v_tok, offs_m, offs_n, offs_d,
-                            m_start, tl.minimum(m_start + BLOCK_M, seq_len), seq_len, qk_scale, True, BLOCK_N, DOT_IN_FP32, SOFTCAP2)
+                            d_ok, m_start, tl.minimum(m_start + BLOCK_M, seq_len), seq_len, qk_scale, True, BLOCK_N, DOT_IN_FP32,
+                            SOFTCAP2, BLOCK_D != HEAD_DIM)
     out = acc / l_i[:, None]
     o_rows = out_ptr + (seq_start + offs_m).to(tl.int64)[:, None] * stride_o_tok + head * stride_o_head
     tl.store(o_rows + offs_d[None, :], out.to(out_ptr.dtype.element_ty), mask=row_mask)
@@ -162,7 +174,7 @@ def prefill_attention(
     assert sinks is None and sliding_window == 0, "this solution serves full-attention layers"
     _, num_heads, head_dim = q.shape
     num_kv_heads = k.shape[1]
-    assert head_dim & (head_dim - 1) == 0 and q.stride(-1) == 1 and k.stride(-1) == 1 and v.stride(-1) == 1
+    assert q.stride(-1) == 1 and k.stride(-1) == 1 and v.stride(-1) == 1
     out = torch.empty_like(q)
     block_m, block_n, num_warps, num_stages = _config(head_dim)
     num_seqs = cu_seqlens.shape[0] - 1
@@ -185,6 +197,7 @@ def prefill_attention(
         num_m_blocks,
         QUERIES_PER_KV=num_heads // num_kv_heads,
         HEAD_DIM=head_dim,
+        BLOCK_D=triton.next_power_of_2(head_dim),
         BLOCK_M=block_m,
         BLOCK_N=block_n,
         DOT_IN_FP32=_DOT_IN_FP32,

@@ -31,7 +31,11 @@ def test_a_task_is_verified_by_its_latest_gpu_record_that_passed_with_timing(tmp
     later = _records(tmp_path / "b.jsonl", {"task_id": "x__rms_norm", "passed": True, "timed": True},
                      {"task_id": "y__rope", "passed": False, "timed": True})
     assert table.verified_ids([first, later]) == {"x__rms_norm"}
-    assert table.verified_ids([later, first]) == {"y__rope"}
+    first_by_date = _records(tmp_path / "verify-h200-2026-12-01-abc.jsonl", *map(json.loads, later.read_text().splitlines()))
+    later_by_date = _records(tmp_path / "verify-h200-2026-12-02-abc.jsonl", *map(json.loads, first.read_text().splitlines()))
+    assert table.verified_ids([later_by_date, first_by_date]) == {"y__rope"}  # the dates in the names decide
+    untimed = _records(tmp_path / "verify-no-timing-2026-12-03.jsonl", {"task_id": "y__rope", "passed": False, "timed": False})
+    assert table.verified_ids([first_by_date, later_by_date, untimed]) == {"y__rope"}
 
 
 def test_a_kind_is_observed_for_a_model_above_the_share_and_a_task_through_any_of_its_models():

@@ -40,6 +40,7 @@ def _prefill_kernel(
     stride_o_head,
     QUERIES_PER_KV: tl.constexpr,
     HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     USE_SINKS: tl.constexpr,
@@ -58,10 +59,16 @@ def _prefill_kernel(
 
     offs_m = m_block * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, HEAD_DIM)
+    # BLOCK_D is the head dim rounded up to a power of two (Phi-3.5's 96 -> 128); the padded
+    # columns load as zeros, which add nothing to q . k, and are not stored.
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d < HEAD_DIM
+    row_ok = offs_m[:, None] < seq_len
+    if BLOCK_D != HEAD_DIM:
+        row_ok = row_ok & d_ok[None, :]
     q = tl.load(
         q_ptr + (seq_start + offs_m)[:, None] * stride_q_tok + head * stride_q_head + offs_d[None, :],
-        mask=offs_m[:, None] < seq_len,
+        mask=row_ok,
         other=0.0,
     )
     if DOT_IN_FP32:
@@ -69,16 +76,19 @@ def _prefill_kernel(
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     lo = 0
     if SLIDING_WINDOW > 0:
         lo = tl.maximum(m_block * BLOCK_M - SLIDING_WINDOW + 1, 0) // BLOCK_N * BLOCK_N
     hi = tl.minimum((m_block + 1) * BLOCK_M, seq_len)
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
+        k_ok = cols[None, :] < seq_len
+        if BLOCK_D != HEAD_DIM:
+            k_ok = k_ok & d_ok[:, None]
         k = tl.load(
             k_ptr + (seq_start + cols)[None, :] * stride_k_tok + kv_head * stride_k_head + offs_d[:, None],
-            mask=cols[None, :] < seq_len,
+            mask=k_ok,
             other=0.0,
         )
         if DOT_IN_FP32:
@@ -96,9 +106,12 @@ def _prefill_kernel(
         alpha = tl.exp(m_i - m_safe)
         p = tl.exp(scores - m_safe[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
+        v_ok = cols[:, None] < seq_len
+        if BLOCK_D != HEAD_DIM:
+            v_ok = v_ok & d_ok[None, :]
         v = tl.load(
             v_ptr + (seq_start + cols)[:, None] * stride_v_tok + kv_head * stride_v_head + offs_d[None, :],
-            mask=cols[:, None] < seq_len,
+            mask=v_ok,
             other=0.0,
         )
         if DOT_IN_FP32:
@@ -113,7 +126,7 @@ def _prefill_kernel(
     tl.store(
         out_ptr + (seq_start + offs_m)[:, None] * stride_o_tok + head * stride_o_head + offs_d[None, :],
         acc.to(out_ptr.dtype.element_ty),
-        mask=offs_m[:, None] < seq_len,
+        mask=row_ok,
     )
 
 
@@ -155,6 +168,7 @@ def prefill_attention(
         out.stride(1),
         QUERIES_PER_KV=num_heads // num_kv_heads,
         HEAD_DIM=head_dim,
+        BLOCK_D=triton.next_power_of_2(head_dim),
         BLOCK_M=block_m,
         BLOCK_N=block_n,
         USE_SINKS=use_sinks,
