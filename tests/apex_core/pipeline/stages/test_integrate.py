@@ -60,7 +60,10 @@ def test_only_the_fast_unchanged_solution_is_integrated(apex_cli, tmp_path):
         assert final.returncode == 0, final.stderr
         measured = json.loads(final.stdout)
         gain = measured["kernel_gain"]
-        assert gain["significant"] and gain["median"] > 1.5, measured["verdict"]
+        # Three rounds: large at the median, but on a loaded machine three rounds' t interval can
+        # include 1.0 (a fresh-clone run of 2026-12-06: 2.47x, 0.94-9.64x); significance is
+        # test_final's to check, with six rounds.
+        assert gain["median"] > 1.5, measured["verdict"]
         assert gain["interval_method"] == "t on log ratios", "3 rounds: too few for a distribution-free 95% interval"
         kernel_score = json.loads((gradings / "three.json").read_text())[0]["score"]["normalized"]
         assert measured["kernel_score"] == pytest.approx(kernel_score)
