@@ -9,7 +9,6 @@ from apex_core.errors import SolutionFileError
 from apex_core.grader import check_solution_file
 from apex_core.grader.isolation.native import (
     HIP_ON_CUDA_DIR,
-    CompileError,
     ToolchainMissing,
     build_extension,
     hip_source_for_cuda,
@@ -139,32 +138,11 @@ def test_a_hip_source_builds_and_runs_on_this_gpu(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_cpp_solution_that_does_not_compile_reports_its_lines(tmp_path):
-    source = tmp_path / "solution.cpp"
-    source.write_text(
-        "#include <torch/extension.h>\n\n"
-        "torch::Tensor rms_norm(torch::Tensor x, torch::Tensor w, double eps) {\n"
-        "    return x * undefined_symbol;\n"
-        "}\n\n"
-        'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("rms_norm", &rms_norm); }\n'
-    )
-    with pytest.raises(CompileError) as failed:
-        build_extension(source, tmp_path / "build")
-    assert "solution.cpp:4:" in str(failed.value) and "undefined_symbol" in str(failed.value)
-
-
-@pytest.mark.slow
-def test_a_cpp_solution_builds_and_runs(tmp_path):
-    source = tmp_path / "solution.cpp"
-    source.write_text(CPP_RMS_NORM)
-    module = build_extension(source, tmp_path / "build")
-    x, w = torch.randn(3, 64), torch.rand(64)
-    expected = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
-    torch.testing.assert_close(module.rms_norm(x, w, 1e-5), expected)
-
-
-@pytest.mark.slow
 def test_a_compiled_solution_is_graded_through_the_worker(tmp_path):
+    """A C++ solution builds and runs correctly in the worker; one that does not compile is a
+    compile_error whose reason names its file and line. (Each build of a torch extension takes
+    30-40 s on the CI machine, so building and its error lines are checked here, once, through the
+    worker that runs them for real, and not again through ``build_extension`` alone.)"""
     from apex_core.grader import GradeOptions, Outcome, grade
 
     task = get_task("llama-3-1-8b-instruct__rms_norm").model_copy(
@@ -177,4 +155,4 @@ def test_a_compiled_solution_is_graded_through_the_worker(tmp_path):
     broken = tmp_path / "broken.cpp"
     broken.write_text(source.read_text().replace("return (x32", "return (x33"))
     failed = grade(task, broken, GradeOptions(device="cpu", timing=False, timeout_s=300))
-    assert failed.outcome is Outcome.compile_error and "broken.cpp:6:" in failed.reason
+    assert failed.outcome is Outcome.compile_error and "broken.cpp:6:" in failed.reason and "x33" in failed.reason
