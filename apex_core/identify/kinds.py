@@ -11,7 +11,8 @@ Three kinds of evidence, tried in this order (docs/identify.md says why):
 
 Every pattern here is anchored on words that name an operation (``rms_norm``, ``gated_delta``),
 never on fragments that occur by chance, and a rule may say "other" to stop a near miss
-(``RMSNormGated`` is not an RMSNorm). GEMM kinds need a dtype: our families are bf16 and fp8.
+(``RMSNormGated`` is not an RMSNorm). GEMM kinds need a dtype: our families are bf16 and fp8;
+an MXFP4 GEMM (gemm_mxfp4) is named by its weight format.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from apex_core.profiling.names import strip_balanced
 KERNEL_KINDS: tuple[str, ...] = (
     "rms_norm", "fused_add_rms_norm", "rope", "silu_and_mul", "gelu_tanh_and_mul", "swiglu_clamped", "gemm_bf16", "gemm_fp8",
     "fused_moe", "moe_router", "paged_decode_attention", "prefill_attention", "mla_decode",
-    "gated_delta_rule", "causal_conv1d", "fp8_quant", "reshape_and_cache",
+    "gated_delta_rule", "causal_conv1d", "fp8_quant", "reshape_and_cache", "qk_norm", "layer_norm",
+    "top_k_top_p_sampling", "gemm_mxfp4",
 )
 """Our kernel families (apex_core/kernels/*), the kinds a kernel can be mapped to besides "other"."""
 
@@ -43,11 +45,29 @@ def _rules(*pairs: tuple[str, str]) -> tuple[tuple[re.Pattern[str], str], ...]:
 
 
 NAME_RULES = _rules(
+    # MXFP4 weights (GPT-OSS's experts): a GEMM on them by its format's name, triton_kernels'
+    # matmul_ogs (what vLLM and SGLang run GPT-OSS's MXFP4 experts with) and an FP4 weight dequant
+    # feeding a bf16 GEMM. Not a quantization of activations to MXFP4 (aiter's dynamic_mxfp4_quant).
+    (r"(?<!de)quant\w*mxfp4|mxfp4\w*(?<!de)quant", OTHER),
+    (r"mxfp4|matmul_ogs|dequant\w*fp4|fp4\w*(?:gemm|matmul)|(?:gemm|matmul)\w*fp4", "gemm_mxfp4"),
     (r"w8a8|fp8\w*_(?:matmul|gemm|mm)\b|(?:matmul|gemm)\w*fp8|_scaled_mm|scaled_mm", "gemm_fp8"),
     (r"grouped_?(?:gemm|mm)|group_gemm|fused_moe|moe_(?:forward|kernel|gemm|mlp|align|sum)|fmoe", "fused_moe"),
     (r"fused_add_rms_?norm|add_rms_?norm|rms_?norm\w*residual|residual\w*rms_?norm|skip_rms", "fused_add_rms_norm"),
+    # Per-head q/k norms by name (SGLang's fused_inplace_qknorm, its QKNormKernel). Not a kernel
+    # that also applies rope (vLLM's fused_qk_norm_rope, fused_qk_rmsnorm_rope_gate): no one task
+    # of ours replaces both; nor SGLang's qknorm_across_heads, which normalizes whole token rows.
+    # transformers runs q_norm/k_norm as the model's RMSNorm class: told from rms_norm by no name.
+    (r"qk_?(?:rms_?)?norm\w*rope|qk_?norm_?across", OTHER),
+    (r"qk_?(?:rms_?)?norm", "qk_norm"),
     (r"rms_?norm\w*gate|gated\w*rms_?norm|norm_gate", OTHER),
     (r"rms_?norm", "rms_norm"),
+    # LayerNorm (a mean and a bias: Falcon's): PyTorch's vectorized_layer_norm_kernel and
+    # LayerNormForwardCUDAKernel under aten::native_layer_norm, aiter's layernorm2d_fwd, Liger's
+    # _layer_norm_forward_kernel. Not one fused with a residual add or a quantization (aiter's
+    # layernorm2d_fwd_with_add, onnxruntime's SkipLayerNorm): no task of ours replaces those. Gated
+    # ones (fla's layer_norm_gated_fwd_kernel) are stopped by the norm_gate rule above.
+    (r"(?:add|skip|residual|quant)\w*layer_?norm|layer_?norm\w*(?:_add|residual|quant)", OTHER),
+    (r"layer_?norm", "layer_norm"),
     (r"swiglu\w*(?:clamp|limit|oai)|clamp\w*swiglu", "swiglu_clamped"),
     # vLLM's act_and_mul_kernel takes its activation as a template argument: GELU's tanh form is GeGLU
     (r"gelu_tanh_and_mul|gelu_tanh_mul|geglu|act_and_mul\w*<.*gelu_tanh", "gelu_tanh_and_mul"),
@@ -60,6 +80,10 @@ NAME_RULES = _rules(
     (r"flash_?attn|flash_fwd|fmha|context_attention|prefix_prefill|prefill\w*attention|_attn_fwd|scaled_dot_product|efficient_attention", "prefill_attention"),
     (r"gated_delta|delta_rule|gdn_", "gated_delta_rule"),
     (r"causal_conv1d|conv1d|conv_depthwise", "causal_conv1d"),
+    # The sampler's filters: vLLM's apply_top_k_top_p (and its module topk_topp_sampler), FlashInfer's
+    # and aiter's top_k_top_p_sampling_from_probs, TopPSamplingFromProbKernel, TopKRenormProbKernel,
+    # TopKMaskLogitsKernel. Not a plain sampling_from_probs or a min-p one: no filter of ours.
+    (r"top_?k_?top_?p|top_?[kp]_?(?:sampling|renorm|mask_?logits)|apply_top_k", "top_k_top_p_sampling"),
     (r"topk_softmax|topk_sigmoid|grouped_topk|moe_router|router_logits|noaux_tc", "moe_router"),
     (r"gemm|gemv|matmul|cublas|cutlass|xmma|nvjet|^cijk_|hipblaslt|rocblas|wgmma|^aten::(?:mm|addmm|bmm|linear|baddbmm|addmv|mv)$", GEMM),
 )
@@ -76,6 +100,12 @@ MODULE_RULES: tuple[tuple[re.Pattern[str], re.Pattern[str] | None, str], ...] = 
         (r"(?:Add|Residual)RMSNorm", None, "fused_add_rms_norm"),
         (r"RMSNormGated|GatedRMSNorm|NormGate", None, OTHER),
         (r"RMSNorm|RmsNorm", None, "rms_norm"),
+        # T5's "LayerNorm" subtracts no mean and adds no bias: an RMSNorm under another name.
+        (r"T5LayerNorm$", None, "rms_norm"),
+        # torch.nn.LayerNorm (Falcon's input_layernorm and ln_f) and classes named like it; only a
+        # norm's ops, so an adaptive LayerNorm's projection is not taken for the norm.
+        (r"^(?!\w*Gated)\w*LayerNorm$", r"layer_norm|^aten::(?:var_mean|var|mean|sub|mul|add|rsqrt|pow|div|to|_to_copy|copy_)$",
+         "layer_norm"),
         (r"RotaryEmbedding", None, "rope"),
         (r"GatedDeltaNet|GatedDeltaRule", r"conv", "causal_conv1d"),
         (r"GatedDeltaNet|GatedDeltaRule", None, "gated_delta_rule"),
@@ -93,6 +123,14 @@ MODULE_RULES: tuple[tuple[re.Pattern[str], re.Pattern[str] | None, str], ...] = 
         (r"Attention$|Attn$", _LAYOUT_COPIES, OTHER),
         (r"Attention$|Attn$", _ROPE_OPS, "rope"),
         (r"Attention$|Attn$", r"mm|matmul|softmax|attention|attn|fmha|flash", "prefill_attention"),
+        # vLLM's sampler: everything under TopKTopPSampler is the top-k/top-p filter and its draw;
+        # under Sampler only the temperature, softmax, sort, cumsum and the exponential race are (its
+        # penalties, log_softmax and logprobs' topk are not ours); Gemma 2's final soft-cap is the
+        # tanh under LogitsProcessor (whose GEMM is the lm_head).
+        (r"^TopKTopPSampler$", None, "top_k_top_p_sampling"),
+        (r"^Sampler$", r"^aten::(?:sort|_?softmax|cumsum|exponential_|div_?|argmax|scatter_?|masked_fill_?)$",
+         "top_k_top_p_sampling"),
+        (r"^LogitsProcessor$", r"^aten::tanh_?$", "top_k_top_p_sampling"),
         (r"^SiLU$|SiLUActivation", None, "silu_and_mul"),
         # Gemma's GeGLU: the tanh-approximated GELU runs in its activation module, the multiply by
         # up in the MLP itself. (Falcon's ungated MLP uses GELUActivation, the exact GELU: no kind.)

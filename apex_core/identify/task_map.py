@@ -12,9 +12,13 @@ from apex_core.errors import ApexUserError
 from apex_core.identify.kinds import KERNEL_KINDS, OTHER
 from apex_core.tasks import all_tasks
 
-KIND_VARIANTS: dict[str, str] = {"per_token_quant_fp8": "fp8_quant", "per_token_group_quant_fp8": "fp8_quant"}
+KIND_VARIANTS: dict[str, str] = {
+    "per_token_quant_fp8": "fp8_quant", "per_token_group_quant_fp8": "fp8_quant",
+    # A MoE layer with shared experts is the fused_moe kind plus dense work the same launches fuse.
+    "fused_moe_shared": "fused_moe",
+}
 LANGUAGE_SUFFIXES = ("_hip", "_cuda", "_triton", "_python")
-DTYPE_CARRIED_BY_KIND = frozenset({"gemm_fp8", "fp8_quant"})
+DTYPE_CARRIED_BY_KIND = frozenset({"gemm_fp8", "fp8_quant", "gemm_mxfp4"})
 """Kinds whose name fixes the data format: the workload's bf16 is their input, not their dtype."""
 
 _DTYPE_ALIASES = {

@@ -34,8 +34,24 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 IDENTITY_KEYS = ("id", "model", "kernel", "also_models")
-NEEDS_RMS_NORM = frozenset({"rms_norm", "fused_add_rms_norm", "rms_norm_hip"})
-"""Kernels only a model that normalizes with RMSNorm runs (Falcon's LayerNorm has a bias and a mean)."""
+NEEDS_NORM: dict[str, tuple[str, str]] = {
+    **{kernel: ("rms", "RMSNorm") for kernel in ("rms_norm", "fused_add_rms_norm", "rms_norm_hip")},
+    "layer_norm": ("layer", "LayerNorm"),
+}
+"""Norm kernels -> the ``ModelConfig.norm`` of the models that run them, and its name: an RMSNorm
+kernel has no mean and no bias, so it cannot stand for Falcon's LayerNorm, and a LayerNorm kernel
+is not what Llama's RMSNorm layers run."""
+NEEDS_QK_NORM = frozenset({"qk_norm"})
+"""Kernels only a model whose attention normalizes each query and key head runs (the catalog's
+``extra["qk_norm"]``, as Qwen3.5's q_norm and k_norm). No config.json key says it (the modeling
+code does), so a model whose entry lacks the flag is taken to have none."""
+NEEDS_SHARED_EXPERTS = frozenset({"fused_moe_shared"})
+"""Kernels only a model with always-on shared experts beside its routed ones runs
+(``num_shared_experts`` > 0: DeepSeek-V3/R1, Kimi K2, Qwen3.5-MoE; not Mixtral or GPT-OSS)."""
+NEEDS_EXPERT_QUANTIZATION: dict[str, str] = {"gemm_mxfp4": "mxfp4"}
+"""Kernels whose weight format only a model whose checkpoint stores its experts so runs (the
+catalog's ``extra["expert_quantization"]``, from the config's ``quantization_config``: GPT-OSS's
+experts are MXFP4). A model whose entry lacks the key serves no expert in that format."""
 
 
 class Scaffold(BaseModel):
@@ -77,10 +93,29 @@ TRAITS: dict[str, Callable[[ModelConfig], object]] = {
 DECIDING_TRAIT = {
     "rms_norm": "zero_centered_norm", "fused_add_rms_norm": "zero_centered_norm", "moe_router": "router",
     "rope": "rope_scaling", "prefill_attention": "attention", "paged_decode_attention": "attention",
+    "qk_norm": "zero_centered_norm",
+    "top_k_top_p_sampling": "final_logit_softcap",
+    "fused_moe_shared": "shared_expert_gate",
 }
 """The trait that picks a kernel's variant (a 1 + w norm, a grouped sigmoid router): it outweighs
 every other trait together, so a Gemma norm is never copied from a plain one for sharing an
 attention kind with it."""
+KERNEL_TRAITS: dict[str, Callable[[ModelConfig], object]] = {
+    "final_logit_softcap": lambda m: bool(m.extra.get("final_logit_softcapping")),
+    # Qwen's MoE configs size the shared expert with shared_expert_intermediate_size and gate it
+    # with a sigmoid (Qwen3_5MoeSparseMoeBlock); DeepSeek's n_shared_experts are ungated.
+    "shared_expert_gate": lambda m: "shared_expert_intermediate_size" in m.extra,
+}
+"""Traits that count only for the kernel they decide (``DECIDING_TRAIT``), so adding one leaves
+every other kernel's choice of sibling as it was: Gemma 2's sampler soft-caps its logits."""
+MODEL_PARAMS: dict[str, dict[str, str]] = {
+    "top_k_top_p_sampling": {"softcap": "final_logit_softcapping"},
+    "fused_moe_shared": {"routed_scaling_factor": "routed_scaling_factor"},
+}
+"""Params a kernel reads from an optional model fact (param -> field of the model's config): the
+scaffold writes ``"@field"`` where the model states the fact and the default (off) where it does
+not, whatever the task it copied from had; a Gemma 2 sampler copied from a Llama one would
+otherwise sample uncapped logits, and a Llama one copied from Gemma's would cap them."""
 
 
 def _likeness(model: ModelConfig, other: ModelConfig, kernel: str = "") -> int:
@@ -91,7 +126,34 @@ def _likeness(model: ModelConfig, other: ModelConfig, kernel: str = "") -> int:
     for name, trait in TRAITS.items():
         if trait(model) == trait(other):
             score += len(TRAITS) if DECIDING_TRAIT.get(kernel) == name else 1
+    kernel_trait = KERNEL_TRAITS.get(DECIDING_TRAIT.get(kernel, ""))
+    if kernel_trait is not None and kernel_trait(model) == kernel_trait(other):
+        score += len(TRAITS)
     return score
+
+
+def _model_params(kernel: str, config: ModelConfig, body: dict[str, Any], defaults: dict[str, Any]) -> None:
+    """Set ``body["params"]`` for the kernel's MODEL_PARAMS from ``config``, in place. A task's
+    ``[params]`` replaces the defaults' whole, so the params start from the defaults' and the copy's;
+    where they end equal to the defaults', the key is left out."""
+    wanted = MODEL_PARAMS.get(kernel)
+    if not wanted:
+        return
+    default_params = dict(defaults.get("params", {}))
+    params = {**default_params, **body.get("params", {})}
+    for param, field in wanted.items():
+        if config.extra.get(field):
+            params[param] = f"@{field}"
+        elif param in default_params:
+            params[param] = default_params[param]
+        else:
+            params.pop(param, None)
+    if kernel in NEEDS_SHARED_EXPERTS:
+        params["shared_gate"] = KERNEL_TRAITS["shared_expert_gate"](config)
+    if params == default_params:
+        body.pop("params", None)
+    else:
+        body["params"] = params
 
 
 def _closest_sibling(kernel: str, model: ModelConfig) -> tuple[str, dict[str, Any]] | None:
@@ -206,8 +268,19 @@ def scaffold_task(model: str, kernel: str, directory: Path | None = None, force:
     if standing is not None:
         raise ApexUserError(f"{standing.id} already stands for {config.slug} (its also_models): {config.slug} runs "
                             f"{kernel} exactly as {standing.model} does; take it out of that list first if it no longer does")
-    if kernel in NEEDS_RMS_NORM and config.norm != "rms":
-        raise ApexUserError(f"{config.slug} normalizes with {config.norm!r} norm, not RMSNorm: {kernel} is not a kernel it runs")
+    if kernel in NEEDS_NORM and config.norm != NEEDS_NORM[kernel][0]:
+        raise ApexUserError(f"{config.slug} normalizes with {config.norm!r} norm, not {NEEDS_NORM[kernel][1]}: "
+                            f"{kernel} is not a kernel it runs")
+    if kernel in NEEDS_SHARED_EXPERTS and config.num_shared_experts <= 0:
+        raise ApexUserError(f"{config.slug} has no shared experts (its catalog entry has num_shared_experts 0): "
+                            f"{kernel} is not a kernel it runs")
+    if kernel in NEEDS_QK_NORM and not config.extra.get("qk_norm"):
+        raise ApexUserError(f"{config.slug} normalizes no query or key heads (its catalog entry has no qk_norm): "
+                            f"{kernel} is not a kernel it runs")
+    quantization = NEEDS_EXPERT_QUANTIZATION.get(kernel)
+    if quantization is not None and config.extra.get("expert_quantization") != quantization:
+        raise ApexUserError(f"{config.slug}'s checkpoint stores no experts in {quantization} (its catalog entry's "
+                            f"expert_quantization is {config.extra.get('expert_quantization')!r}): {kernel} is not a kernel it runs")
 
     sibling = _closest_sibling(kernel, config)
     hf_id = config.hf_id
@@ -219,6 +292,12 @@ def scaffold_task(model: str, kernel: str, directory: Path | None = None, force:
             "contract": f"TODO: the arguments (dtype, shape, device), what to return, and what must not be used for {kernel}.\n",
         }
         note = ["# TODO: write the description and the contract; delete the TODO lines."]
+        if "test_shapes" not in defaults.values and defaults.values.get("cpu_shapes"):
+            # A kernel's first task: the schema needs test shapes and no sibling has any; the
+            # defaults' interpreter shapes load and run, and the TODO says they are not the model's.
+            body["test_shapes"] = [dict(shape) for shape in defaults.values["cpu_shapes"]]
+            note.append("# TODO: the test_shapes below are the kernel's cpu_shapes, placeholders: write the model's "
+                        "test, hidden and benchmark shapes.")
     else:
         copied_from, raw = sibling
         body = {k: v for k, v in raw.items() if k not in IDENTITY_KEYS}
@@ -227,6 +306,7 @@ def scaffold_task(model: str, kernel: str, directory: Path | None = None, force:
             f"# {hf_id} (its sizes and constants), check every key below for this model, then",
             "# delete the TODO lines.",
         ]
+    _model_params(kernel, config, body, defaults.values)
     text = render_definition(config.slug, kernel, defaults.family, body, header, note)
 
     with tempfile.TemporaryDirectory(prefix="apex-new-task-") as scratch:

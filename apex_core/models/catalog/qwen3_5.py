@@ -33,6 +33,9 @@ MODELS: tuple[ModelConfig, ...] = (
             "attn_output_gate": True,
             "partial_rotary_factor": 0.25,
             "rms_norm_zero_centered": True,
+            # Not a config key: transformers' Qwen3_5Attention (and Qwen3_5MoeAttention) always builds
+            # q_norm and k_norm, RMSNorms over head_dim applied per head before rope (zero-centered).
+            "qk_norm": True,
         },
         source="https://huggingface.co/Qwen/Qwen3.5-27B/blob/main/config.json (text_config)",
         verified_against=(
@@ -76,6 +79,9 @@ MODELS: tuple[ModelConfig, ...] = (
             "attn_output_gate": True,
             "partial_rotary_factor": 0.25,
             "rms_norm_zero_centered": True,
+            # Not a config key: transformers' Qwen3_5Attention (and Qwen3_5MoeAttention) always builds
+            # q_norm and k_norm, RMSNorms over head_dim applied per head before rope (zero-centered).
+            "qk_norm": True,
             "shared_expert_intermediate_size": 512,
             # Not a config key: transformers' Qwen3_5MoeTopKRouter always divides the top-k by their sum.
             "norm_topk_prob": True,

@@ -109,3 +109,122 @@ def test_a_gpu_kernel_takes_the_op_rules_of_its_module_from_the_op_that_launched
     row = ProfiledKernel(name=name, module=module, launch_op=launch_op, total_time_us=10.0)
     found = identify_row(row, 0.1, "gpt-oss-20b", "bfloat16", stack_index, None)
     assert (found.kind, found.kind_evidence, found.kernel_type) == (kind, "module", "aten")
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("fused_inplace_qknorm", "qk_norm"),  # SGLang's per-head q/k norm and its kernel
+        ("void QKNormKernel<256, true, __nv_bfloat16>::run(tvm::ffi::TensorView)", "qk_norm"),
+        ("QKNormAcrossHeadsKernel", "other"),  # whole token rows, not heads
+        ("fused_qk_norm_rope", "other"),  # vLLM's: norm and rope in one kernel, no one task of ours
+        ("_fused_qk_rmsnorm_rope_gate_kernel", "other"),
+        ("_rms_norm_forward_kernel", "rms_norm"),
+    ],
+)
+def test_a_per_head_qk_norm_is_told_apart_by_its_name_only(name, kind):
+    from apex_core.identify.kinds import kind_from_name
+
+    assert kind_from_name(name) == kind
+    # transformers' q_norm is the model's RMSNorm class: no module rule can tell it from the row norm
+    assert kind_from_module("Qwen3_5RMSNorm", "aten::mul") == "rms_norm"
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        # PyTorch's LayerNorm kernels (Falcon's input_layernorm and ln_f under transformers), its ops
+        ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float, true>(int, float, "
+         "c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16 const*, float*, float*, c10::BFloat16*)", "layer_norm"),
+        ("void at::native::(anonymous namespace)::LayerNormForwardCUDAKernel<c10::BFloat16, float>(long, float const*, "
+         "float const*, c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16*)", "layer_norm"),
+        ("aten::native_layer_norm", "layer_norm"),
+        ("_layer_norm_forward_kernel", "layer_norm"),  # Liger
+        ("layernorm2d_fwd", "layer_norm"),  # aiter
+        # fused with a residual add or a quantization, or gated: no task of ours replaces those
+        ("layernorm2d_fwd_with_add", "other"),
+        ("_fused_add_layernorm_kernel", "other"),
+        ("layernorm2d_fwd_with_dynamicquant", "other"),
+        ("SkipLayerNormKernelSmallVectorized", "other"),
+        ("layer_norm_gated_fwd_kernel", "other"),
+        # RMSNorm names stay RMSNorm
+        ("_rms_norm_forward_kernel", "rms_norm"),
+        ("void vllm::rms_norm_kernel<c10::BFloat16>(c10::BFloat16*, c10::BFloat16 const*, long, int)", "rms_norm"),
+        ("void vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long)", "fused_add_rms_norm"),
+    ],
+)
+def test_a_layer_norm_is_told_from_an_rms_norm_by_its_name(name, kind):
+    from apex_core.identify.kinds import kind_from_name
+
+    assert kind_from_name(name) == kind
+
+
+@pytest.mark.parametrize(
+    ("module", "op", "kind"),
+    [
+        ("LayerNorm", "aten::native_layer_norm", "layer_norm"),  # torch.nn.LayerNorm: Falcon's norms
+        ("FalconLayerNorm", "aten::sub", "layer_norm"),  # a model's own LayerNorm class, by its ops
+        ("AdaLayerNorm", "aten::addmm", None),  # an adaptive norm's projection is no norm
+        ("GatedLayerNorm", "aten::mul", None),
+        ("T5LayerNorm", "aten::pow", "rms_norm"),  # T5's "LayerNorm" has no mean and no bias
+        ("LlamaRMSNorm", "aten::pow", "rms_norm"),
+        ("FalconDecoderLayer", "aten::add", None),  # the residual add around the parallel block
+    ],
+)
+def test_layer_norm_modules_name_the_layer_norm_kind_and_rms_norm_modules_keep_theirs(module, op, kind):
+    assert kind_from_module(module, op) == kind
+
+
+def test_falcons_pytorch_layer_norm_kernel_maps_to_its_task(stack_index):
+    name = ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float, true>(int, float, "
+            "c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16 const*, float*, float*, c10::BFloat16*)")
+    row = ProfiledKernel(name=name, module="LayerNorm", launch_op="aten::native_layer_norm", total_time_us=10.0)
+    found = identify_row(row, 0.1, "falcon-7b-instruct", "bfloat16", stack_index, None)
+    assert (found.kind, found.kernel_type, found.task_ids) == ("layer_norm", "aten", ["falcon-7b-instruct__layer_norm"])
+    # Llama's norm is an RMSNorm: no layer_norm task stands for it
+    llama = identify_row(ProfiledKernel(name=name, total_time_us=10.0), 0.1, LLAMA, "bfloat16", stack_index, None)
+    assert (llama.kind, llama.task_ids) == ("layer_norm", [])
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        # FlashInfer's fused filters and vLLM's own (function and module path): the sampler
+        ("void flashinfer::sampling::TopKTopPSamplingFromProbKernel<1024, (cub::BlockScanAlgorithm)2, "
+         "(cub::BlockReduceAlgorithm)2, 4u, false, float, int>(float*, int*, int*, float*, int*, unsigned int, float, unsigned int, "
+         "unsigned long, unsigned long)", "top_k_top_p_sampling"),
+        ("void flashinfer::sampling::TopPRenormProbKernel<1024, (cub::BlockReduceAlgorithm)2, 4u, float>(float*, float*, float*, "
+         "float, unsigned int)", "top_k_top_p_sampling"),
+        ("TopKMaskLogitsKernel", "top_k_top_p_sampling"),
+        ("top_k_top_p_sampling_from_logits", "top_k_top_p_sampling"),
+        ("apply_top_k_top_p", "top_k_top_p_sampling"),
+        ("vllm.v1.sample.ops.topk_topp_sampler", "top_k_top_p_sampling"),
+        # not a sampler: a MoE router's top-k, and filters no task of ours runs
+        ("topk_softmax", "moe_router"),
+        ("MinPSamplingFromProbKernel", None),
+        ("SamplingFromProbKernel", None),
+    ],
+)
+def test_sampler_kernels_are_told_apart_by_their_filters_names(name, kind):
+    from apex_core.identify.kinds import kind_from_name
+
+    assert kind_from_name(name) == kind
+
+
+@pytest.mark.parametrize(
+    ("module", "op", "kind"),
+    [
+        ("TopKTopPSampler", "aten::sort", "top_k_top_p_sampling"),
+        ("TopKTopPSampler", "aten::topk", "top_k_top_p_sampling"),  # apply_top_k_only
+        ("Sampler", "aten::div_", "top_k_top_p_sampling"),  # the temperature
+        ("Sampler", "aten::cumsum", "top_k_top_p_sampling"),
+        ("Sampler", "aten::argmax", "top_k_top_p_sampling"),  # the exponential race
+        ("Sampler", "aten::log_softmax", None),  # logprobs: not the sampler's draw
+        ("Sampler", "aten::topk", None),  # the logprobs' top-k, or a top-k filter: cannot be told apart
+        ("RejectionSampler", "aten::cumsum", None),  # speculative decoding's
+        ("LogitsProcessor", "aten::tanh", "top_k_top_p_sampling"),  # Gemma 2's final soft-cap
+        ("LogitsProcessor", "aten::mm", None),  # the lm_head
+    ],
+)
+def test_sampler_modules_name_the_sampling_kind_only_for_the_samplers_ops(module, op, kind):
+    assert kind_from_module(module, op) == kind
