@@ -2,7 +2,7 @@
 # What this repository still has to measure on a GPU, in the order the open issues need it, as one
 # command for the background driver (a device call lasts 10 minutes; this takes about 30-40):
 #
-#   BG_WAIT_S=565 bash benchmarks/gpu_background.sh 'PARTS="tests verify identify" bash benchmarks/gpu_pending.sh'
+#   BG_WAIT_S=540 bash benchmarks/gpu_background.sh 'PARTS="identify verify" bash benchmarks/gpu_pending.sh'
 #
 # Parts (PARTS, default all three), each writing under $BG (default /tmp/bg):
 # - tests: the GPU-marked tests of the grader, the pipeline's stages, the workloads, the kernels and
@@ -11,17 +11,19 @@
 #   model task without a passing timed record in benchmarks/results/verify-*.jsonl, per
 #   benchmarks/task_suite_table.py), in one process that resumes from $BG/verify.jsonl, so a later
 #   device call on the same warm machine goes on where the last one stopped -> $BG/verify.jsonl
-# - identify: benchmark, profile and identify of every registry model's workload (issue 30;
-#   `workloads_bench.py --cases models`, RUNS runs each, default 2, top 40 kernels with shapes)
-#   -> $BG/identify.json, and the docs/tasks.md table from it -> $BG/identify-table.md; CASES
-#   names the workloads instead (comma-separated; the models least measured first, where device
-#   time is short) and IDENTIFY names the output (default identify: $BG/$IDENTIFY.json)
+# - identify: benchmark, profile and identify of the registry models' workloads no earlier run
+#   measured (issue 30; benchmarks/results/identify-models-*/identify.json, per task_suite_table.py
+#   --list-unidentified; RUNS runs each, default 2, top 40 kernels with shapes; about 115 s a model
+#   on the H200 of 2026-12-06, whatever its size) -> $BG/identify.json, and the docs/tasks.md table
+#   from it -> $BG/identify-table.md; CASES names the workloads instead (comma-separated, `models`
+#   for all 24) and IDENTIFY names the output (default identify: $BG/$IDENTIFY.json). Commit the
+#   results as benchmarks/results/identify-models-<machine>-<date>-<commit>/.
 # Wheels from .whl/ (carry it): benchmarks/gpu_site.sh.
 set -u
 BG=${BG:-/tmp/bg}; mkdir -p "$BG"
 PARTS=${PARTS:-"tests verify identify"}
 RUNS=${RUNS:-2}
-CASES=${CASES:-models}; IDENTIFY=${IDENTIFY:-identify}
+IDENTIFY=${IDENTIFY:-identify}
 . benchmarks/gpu_site.sh  # the carried wheels, and PYTHONPATH
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$BG/machine.txt" 2>&1
 git rev-parse --short HEAD >> "$BG/machine.txt" 2>/dev/null || true
@@ -39,6 +41,7 @@ for part in $PARTS; do
         >> "$BG/verify-stdout.txt" 2>&1
       tail -c 600 "$BG/verify.jsonl" ;;
     identify)
+      CASES=${CASES:-$(python3 benchmarks/task_suite_table.py --identify benchmarks/results/identify-models-*/identify.json --list-unidentified)}
       python3 benchmarks/workloads_bench.py --cases "$CASES" --runs "$RUNS" --top 40 --out "$BG/$IDENTIFY.json" \
         > "$BG/$IDENTIFY-stdout.txt" 2>&1
       python3 benchmarks/identify_table.py "$BG/$IDENTIFY.json" > "$BG/$IDENTIFY-table.md" 2>&1

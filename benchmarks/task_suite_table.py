@@ -6,6 +6,7 @@ Usage::
 
     python benchmarks/task_suite_table.py [--verified VERIFY.jsonl ...] [--identify IDENTIFY.json ...]
     python benchmarks/task_suite_table.py --verified benchmarks/results/verify-*.jsonl --list-unverified
+    python benchmarks/task_suite_table.py --identify benchmarks/results/identify-models-*/identify.json --list-unidentified
 
 ``--verified`` files are ``apex tasks verify --jsonl`` outputs taken on a GPU: a task counts as
 verified when its latest timed record there (files ordered by the date in their names) passed; an
@@ -68,11 +69,19 @@ def observed_kinds(paths: Iterable[Path], min_share: float = MIN_SHARE) -> dict[
     for path in paths:
         data = json.loads(path.read_text())
         for case in data if isinstance(data, list) else [data]:
+            if not isinstance(case, dict) or "case" not in case:
+                raise ValueError(f"{path} is not a workloads_bench.py --out file (an `apex identify` result has no cases)")
             if "error" in case or "+" in case["case"]:
                 continue  # a failed case observed nothing; a kernel stack's run is the same model's
             for kernel in case["top"]:  # a transformers workload's id is its model's slug
                 shares[case["case"]][kernel["kind"]] += float(kernel["share"])
     return {model: {kind for kind, share in kinds.items() if share >= min_share} for model, kinds in shares.items()}
+
+
+def unidentified_models(tasks: list[Task], observed: dict[str, set[str]]) -> list[str]:
+    """The registry models some task stands for that no identify run has measured yet (a failed case
+    measured nothing), by slug: what the next GPU identify run still owes."""
+    return sorted({model for t in tasks for model in t.models} - set(observed))
 
 
 def is_observed(task: Task, observed: dict[str, set[str]]) -> bool:
@@ -122,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--identify", nargs="*", type=Path, default=None, help="workloads_bench.py --out files")
     parser.add_argument("--min-share", type=float, default=MIN_SHARE, help="a kind observed at this share of device time or more")
     parser.add_argument("--list-unverified", action="store_true", help="print the ids of the model tasks not verified, one a line")
+    parser.add_argument("--list-unidentified", action="store_true",
+                        help="print the models no --identify file has measured, comma-separated (workloads_bench.py --cases)")
     args = parser.parse_args(argv)
     missing = [str(p) for p in [*args.verified, *(args.identify or [])] if not p.is_file()]
     if missing:
@@ -132,7 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.list_unverified:
         print("\n".join(t.id for t in tasks if t.id not in verified))
         return 0
-    observed = observed_kinds(args.identify, args.min_share) if args.identify is not None else None
+    try:
+        observed = observed_kinds(args.identify, args.min_share) if args.identify is not None else None
+    except (ValueError, KeyError) as error:
+        print(f"task_suite_table: {error}", file=sys.stderr)
+        return 2
+    if args.list_unidentified:
+        print(",".join(unidentified_models(tasks, observed or {})))
+        return 0
     print(by_kind(tasks, verified, observed))
     print()
     print(by_model(tasks, verified))

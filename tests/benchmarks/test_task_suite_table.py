@@ -48,6 +48,19 @@ def test_a_kind_is_observed_for_a_model_above_the_share_and_a_task_through_any_o
     assert not table.is_observed(get_task("llama-3-1-8b-instruct__rms_norm"), observed)
 
 
+def test_the_models_no_identify_run_measured_are_listed_for_the_next_run(tmp_path, capsys):
+    table = _script()
+    tasks = table.model_tasks()
+    everyone = table.unidentified_models(tasks, {})
+    assert len(everyone) == 24 and "deepseek-v3" in everyone  # also_models count: V3 has no task of its own
+    assert table.unidentified_models(tasks, table.observed_kinds([RECORDED_IDENTIFY])) == [m for m in everyone if m != "deepseek-r1"]
+    failed = tmp_path / "identify.json"
+    failed.write_text(json.dumps([{"case": "phi-4", "error": "out of memory"}]))
+    assert table.main(["--identify", str(RECORDED_IDENTIFY), str(failed), "--list-unidentified"]) == 0
+    listed = capsys.readouterr().out.strip().split(",")
+    assert "phi-4" in listed and "deepseek-r1" not in listed and len(listed) == 23
+
+
 def test_the_kind_table_counts_every_model_task_once_and_leaves_the_cpu_demo_out(tmp_path):
     table = _script()
     tasks = table.model_tasks()
