@@ -119,26 +119,25 @@ interpreter_fixes.apply()
 verdicts = []
 for task_id in sys.argv[1:]:
     task = get_task(task_id)
-    for name, path in (("baseline", task.baseline_path), ("solution", reference_solution_path(task))):
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        shapes = list(task.cpu_shapes)
-        if name == "solution":  # every tile it picks: 40, 64 and 260 rows per expert of 8
-            shapes += [{"tokens": t, "hidden": 40, "n": 16, "experts": 8, "shared_n": 16} for t in (40, 64, 260)]
-        for shape in shapes:
-            verdicts.append(check_call(task, module.fused_moe_shared, shape, 5, "cpu").passed)
+    spec = importlib.util.spec_from_file_location("solution", reference_solution_path(task))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    # every tile it picks: 40, 64 and 260 rows per expert of 8 (the cpu_shapes, baseline and
+    # solution, are tests/apex_core/suite/test_interpreter_check.py's)
+    for tokens in (40, 64, 260):
+        shape = {"tokens": tokens, "hidden": 40, "n": 16, "experts": 8, "shared_n": 16}
+        verdicts.append(check_call(task, module.fused_moe_shared, shape, 5, "cpu").passed)
 print(json.dumps(verdicts))
 """
 
 
-def test_the_baseline_and_our_solution_are_correct_under_the_interpreter():
+def test_our_solution_is_correct_with_every_tile_it_picks_under_the_interpreter():
     root = Path(__file__).resolve().parents[3]
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(root)}
     done = subprocess.run([sys.executable, "-c", _EVERY_CONFIG, TASKS[0], TASKS[2]], env=env, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == [True] * 14
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [True] * 6
 
 
 def test_identify_counts_the_tasks_under_the_fused_moe_kind():

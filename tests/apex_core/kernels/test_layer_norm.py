@@ -102,17 +102,14 @@ def test_the_falcon_task_takes_its_width_and_epsilon_from_the_catalog():
 
 
 _INTERPRETED = """
-import json, sys, time
+import json, sys
 from pathlib import Path
 from apex_core.tasks import get_task
-from apex_core.suite.interpreter_check import check_source, load_entry_point
+from apex_core.suite.interpreter_check import load_entry_point
 from apex_core.grader import check_call
 task = get_task(sys.argv[1])
 report = {}
-for label, path in (("baseline", task.baseline_path), ("solution", Path(sys.argv[2]))):
-    start = time.perf_counter()
-    verdicts = check_source(task, path)
-    report[label] = {"passed": [v.passed for v in verdicts], "seconds": time.perf_counter() - start}
+# (the cpu_shapes, baseline and solution, are tests/apex_core/suite/test_interpreter_check.py's)
 # the solution's many-row launch (several rows a program, the last one partly empty), forced at a narrow width
 solution = load_entry_point(task, Path(sys.argv[2]))
 module = sys.modules[solution.__module__]
@@ -123,12 +120,10 @@ print(json.dumps(report))
 """
 
 
-def test_the_baseline_and_our_solution_are_correct_under_the_interpreter():
+def test_our_solutions_many_row_launch_is_correct_under_the_interpreter():
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO_ROOT)}
     done = subprocess.run([sys.executable, "-c", _INTERPRETED, FALCON_TASK, str(SOLUTION)], env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    runs = 2 * len(get_task(FALCON_TASK).cpu_shapes)  # plain and row-strided inputs
-    assert report["baseline"]["passed"] == [True] * runs and report["solution"]["passed"] == [True] * runs
     assert report["solution_rows"] == [True, True]
