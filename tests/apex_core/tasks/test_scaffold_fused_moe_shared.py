@@ -1,14 +1,11 @@
 """`apex tasks new` for fused_moe_shared: only models with shared experts get it, with their
 routed scaling factor and, for Qwen's sigmoid-gated shared expert, the gate."""
 
-import shutil
-
 import pytest
 
 from apex_core.errors import ApexUserError
 from apex_core.models import MODELS
 from apex_core.tasks import catalog
-from apex_core.tasks.catalog import DEFINITIONS_DIR, TASK_DIRS_ENV
 from apex_core.tasks.scaffold import scaffold_task
 
 
@@ -24,33 +21,15 @@ def test_every_model_with_shared_experts_has_its_task_or_is_listed_in_one():
     assert served == {slug for slug, model in MODELS.items() if model.num_shared_experts > 0}
 
 
-@pytest.fixture
-def without(tmp_path, monkeypatch):
-    """The shipped definitions without one fused_moe_shared task, and a folder for the new one."""
-
-    def make(task_file: str):
-        shipped = tmp_path / "shipped"
-        shutil.copytree(DEFINITIONS_DIR, shipped, ignore=shutil.ignore_patterns(task_file))
-        monkeypatch.setattr(catalog, "DEFINITIONS_DIR", shipped)
-        new = tmp_path / "new"
-        new.mkdir()
-        monkeypatch.setenv(TASK_DIRS_ENV, str(new))
-        catalog.clear_cache()
-        return new
-
-    yield make
-    catalog.clear_cache()
-
-
-def test_kimi_k2_is_copied_from_deepseek_with_its_own_scaling_factor(without):
-    made = scaffold_task("kimi-k2-thinking", "fused_moe_shared", without("kimi-k2-thinking__fused_moe_shared.toml"))
+def test_kimi_k2_is_copied_from_deepseek_with_its_own_scaling_factor(definitions_without):
+    made = scaffold_task("kimi-k2-thinking", "fused_moe_shared", definitions_without("kimi-k2-thinking__fused_moe_shared"))
     task = catalog.get_task("kimi-k2-thinking__fused_moe_shared")
     assert made.copied_from == "deepseek-r1__fused_moe_shared"
     assert task.params["routed_scaling_factor"] == 2.827 and task.params["shared_gate"] is False
 
 
-def test_qwen_gets_the_gate_and_no_scaling_whatever_it_is_copied_from(without):
-    made = scaffold_task("qwen3-5-35b-a3b", "fused_moe_shared", without("qwen3-5-35b-a3b__fused_moe_shared.toml"))
+def test_qwen_gets_the_gate_and_no_scaling_whatever_it_is_copied_from(definitions_without):
+    made = scaffold_task("qwen3-5-35b-a3b", "fused_moe_shared", definitions_without("qwen3-5-35b-a3b__fused_moe_shared"))
     task = catalog.get_task("qwen3-5-35b-a3b__fused_moe_shared")
     assert made.copied_from is not None
     assert task.params["routed_scaling_factor"] == 1.0 and task.params["shared_gate"] is True

@@ -1,14 +1,11 @@
 """`apex tasks new` for gemm_mxfp4: only models whose checkpoint stores its experts in MXFP4 get it,
 and a kernel's first task scaffolds with placeholder shapes instead of failing to load."""
 
-import shutil
-
 import pytest
 
 from apex_core.errors import ApexUserError
 from apex_core.models import MODELS
 from apex_core.tasks import catalog
-from apex_core.tasks.catalog import DEFINITIONS_DIR, TASK_DIRS_ENV
 from apex_core.tasks.scaffold import scaffold_task
 
 
@@ -29,22 +26,8 @@ def test_the_120b_is_refused_because_the_20b_task_stands_for_it(tmp_path):
         scaffold_task("gpt-oss-120b", "gemm_mxfp4", tmp_path)
 
 
-@pytest.fixture
-def without_the_task(tmp_path, monkeypatch):
-    """The shipped definitions without the only gemm_mxfp4 task, and a folder for a new one."""
-    shipped = tmp_path / "shipped"
-    shutil.copytree(DEFINITIONS_DIR, shipped, ignore=shutil.ignore_patterns("*__gemm_mxfp4.toml"))
-    monkeypatch.setattr(catalog, "DEFINITIONS_DIR", shipped)
-    new = tmp_path / "new"
-    new.mkdir()
-    monkeypatch.setenv(TASK_DIRS_ENV, str(new))
-    catalog.clear_cache()
-    yield new
-    catalog.clear_cache()
-
-
-def test_a_kernels_first_task_loads_with_its_cpu_shapes_as_placeholders(without_the_task):
-    made = scaffold_task("gpt-oss-20b", "gemm_mxfp4", without_the_task)
+def test_a_kernels_first_task_loads_with_its_cpu_shapes_as_placeholders(definitions_without):
+    made = scaffold_task("gpt-oss-20b", "gemm_mxfp4", definitions_without("*__gemm_mxfp4"))
     task = catalog.get_task("gpt-oss-20b__gemm_mxfp4")
     assert made.copied_from is None and made.solution is not None
     assert task.test_shapes == task.cpu_shapes

@@ -1,14 +1,11 @@
 """`apex tasks new` gives a model only the norm kernel of its own norm: RMSNorm kernels for RMSNorm
 models, the LayerNorm kernel for LayerNorm models (Falcon's norms have a mean and a bias)."""
 
-import shutil
-
 import pytest
 
 from apex_core.errors import ApexUserError
 from apex_core.models import MODELS
 from apex_core.tasks import catalog
-from apex_core.tasks.catalog import DEFINITIONS_DIR, TASK_DIRS_ENV
 from apex_core.tasks.families import kernel_defaults
 from apex_core.tasks.scaffold import NEEDS_NORM, scaffold_task
 
@@ -34,18 +31,8 @@ def test_every_norm_kernel_named_exists_and_every_registry_norm_has_one():
     assert {norm for norm, _ in NEEDS_NORM.values()} >= {model.norm for model in MODELS.values()}
 
 
-def test_falcons_layer_norm_scaffolds_and_loads(tmp_path, monkeypatch):
-    shipped = tmp_path / "shipped"
-    shutil.copytree(DEFINITIONS_DIR, shipped, ignore=shutil.ignore_patterns("falcon-7b-instruct__layer_norm.toml"))
-    new = tmp_path / "new"
-    new.mkdir()
-    monkeypatch.setattr(catalog, "DEFINITIONS_DIR", shipped)
-    monkeypatch.setenv(TASK_DIRS_ENV, str(new))
-    catalog.clear_cache()
-    try:
-        made = scaffold_task("falcon-7b-instruct", "layer_norm", new)
-        task = catalog.get_task("falcon-7b-instruct__layer_norm")
-    finally:
-        catalog.clear_cache()
+def test_falcons_layer_norm_scaffolds_and_loads(definitions_without):
+    made = scaffold_task("falcon-7b-instruct", "layer_norm", definitions_without("falcon-7b-instruct__layer_norm"))
+    task = catalog.get_task("falcon-7b-instruct__layer_norm")
     assert made.solution is not None and made.solution.name == "solution.py"
     assert task.params["eps"] == 1e-5 and task.test_shapes[0]["hidden"] == 4544

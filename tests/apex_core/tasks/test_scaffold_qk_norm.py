@@ -1,13 +1,10 @@
 """`apex tasks new` for qk_norm: only models whose attention normalizes each q and k head get it."""
 
-import shutil
-
 import pytest
 
 from apex_core.errors import ApexUserError
 from apex_core.models import MODELS
 from apex_core.tasks import catalog
-from apex_core.tasks.catalog import DEFINITIONS_DIR, TASK_DIRS_ENV
 from apex_core.tasks.scaffold import scaffold_task
 
 
@@ -23,22 +20,8 @@ def test_only_the_qwen3_5_models_carry_the_qk_norm_flag():
     assert sorted(slug for slug, model in MODELS.items() if model.extra.get("qk_norm")) == ["qwen3-5-27b", "qwen3-5-35b-a3b"]
 
 
-@pytest.fixture
-def without_the_moe_task(tmp_path, monkeypatch):
-    """The shipped definitions without Qwen3.5-35B-A3B's qk_norm task, and a folder for the new one."""
-    shipped = tmp_path / "shipped"
-    shutil.copytree(DEFINITIONS_DIR, shipped, ignore=shutil.ignore_patterns("qwen3-5-35b-a3b__qk_norm.toml"))
-    monkeypatch.setattr(catalog, "DEFINITIONS_DIR", shipped)
-    new = tmp_path / "new"
-    new.mkdir()
-    monkeypatch.setenv(TASK_DIRS_ENV, str(new))
-    catalog.clear_cache()
-    yield new
-    catalog.clear_cache()
-
-
-def test_the_moe_models_task_is_copied_from_the_27b_one_and_is_its_own(without_the_moe_task):
-    made = scaffold_task("qwen3-5-35b-a3b", "qk_norm", without_the_moe_task)
+def test_the_moe_models_task_is_copied_from_the_27b_one_and_is_its_own(definitions_without):
+    made = scaffold_task("qwen3-5-35b-a3b", "qk_norm", definitions_without("qwen3-5-35b-a3b__qk_norm"))
     task = catalog.get_task("qwen3-5-35b-a3b__qk_norm")
     assert made.copied_from == "qwen3-5-27b__qk_norm" and made.solution is not None
     assert (task.params["num_heads"], task.params["num_kv_heads"], task.params["head_dim"]) == (16, 2, 256)

@@ -1,14 +1,10 @@
 """`apex tasks new` for the sampler: Gemma 2's final soft-cap comes from the model, never from the
 task the scaffold copied, and a Gemma sampler is copied from a soft-capped one where there is one."""
 
-import shutil
 import sys
-from pathlib import Path
-
-import pytest
 
 from apex_core.tasks import catalog
-from apex_core.tasks.catalog import DEFINITIONS_DIR, TASK_DIRS_ENV
+from apex_core.tasks.catalog import DEFINITIONS_DIR
 from apex_core.tasks.scaffold import scaffold_task
 
 if sys.version_info >= (3, 11):
@@ -19,33 +15,16 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 KERNEL = "top_k_top_p_sampling"
 
 
-@pytest.fixture
-def definitions(tmp_path, monkeypatch):
-    """The shipped definitions without the ``drop`` tasks (as a copy), and a folder for new ones."""
-    def copy(*drop: str) -> Path:
-        shipped = tmp_path / "shipped"
-        shutil.copytree(DEFINITIONS_DIR, shipped, ignore=shutil.ignore_patterns(*(f"{t}.toml" for t in drop)))
-        monkeypatch.setattr(catalog, "DEFINITIONS_DIR", shipped)
-        new = tmp_path / "new"
-        new.mkdir()
-        monkeypatch.setenv(TASK_DIRS_ENV, str(new))
-        catalog.clear_cache()
-        return new
-
-    yield copy
-    catalog.clear_cache()
-
-
-def test_a_gemma_sampler_copied_from_an_uncapped_one_takes_the_models_soft_cap(definitions):
-    new = definitions(f"gemma-2-9b-it__{KERNEL}")  # no soft-capped sibling left to copy
+def test_a_gemma_sampler_copied_from_an_uncapped_one_takes_the_models_soft_cap(definitions_without):
+    new = definitions_without(f"gemma-2-9b-it__{KERNEL}")  # no soft-capped sibling left to copy
     made = scaffold_task("gemma-2-9b-it", KERNEL, new)
     written = tomllib.loads(made.path.read_text())
     assert written["params"] == {"softcap": "@final_logit_softcapping"}
     assert catalog.get_task(f"gemma-2-9b-it__{KERNEL}").params["softcap"] == 30.0
 
 
-def test_a_sampler_of_an_uncapped_model_never_inherits_a_soft_cap(definitions, monkeypatch):
-    new = definitions(f"phi-4__{KERNEL}")
+def test_a_sampler_of_an_uncapped_model_never_inherits_a_soft_cap(definitions_without, monkeypatch):
+    new = definitions_without(f"phi-4__{KERNEL}")
     from apex_core.tasks import scaffold
 
     monkeypatch.setattr(scaffold, "_closest_sibling", lambda kernel, model: (
@@ -55,11 +34,10 @@ def test_a_sampler_of_an_uncapped_model_never_inherits_a_soft_cap(definitions, m
     assert catalog.get_task(f"phi-4__{KERNEL}").params["softcap"] == 0.0
 
 
-def test_the_soft_cap_decides_which_sampler_a_gemma_task_is_copied_from_and_nothing_else(definitions):
+def test_the_soft_cap_decides_which_sampler_a_gemma_task_is_copied_from_and_nothing_else():
     from apex_core.models import get_model
     from apex_core.tasks.scaffold import DECIDING_TRAIT, TRAITS, _likeness
 
-    definitions()
     gemma, gemma_9b, qwen = get_model("gemma-2-27b-it"), get_model("gemma-2-9b-it"), get_model("qwen3-5-27b")
     assert _likeness(gemma, gemma_9b, KERNEL) > _likeness(gemma, qwen, KERNEL)
 
