@@ -102,6 +102,9 @@ def _run(config: RunConfig | None, results_root: Path, resume: Path | None, chos
                 record.finished_at, record.elapsed_s = now(), round(time.monotonic() - started, 3)
                 state.save()
             report(high, f"{name}: {record.status}: {record.summary}")
+    except (SystemExit, KeyboardInterrupt):
+        _mark_stopped_between_stages(state, todo)
+        raise
     finally:
         if chosen is None and state.stages["integrate"].status in ("done", "failed"):  # a lone integrate stage keeps its patches
             from apex_core.patcher import restore
@@ -125,6 +128,20 @@ def _integrate_again_if_restored(state: RunState) -> None:
     if journal is None or not journal.active():
         integrate.status = "pending"
         integrate.summary = "to run again: the patches were restored when the run stopped"
+
+
+def _mark_stopped_between_stages(state: RunState, todo: list[str]) -> None:
+    """A stop that lands outside a stage's own try (its progress line, the save before it starts)
+    is recorded on the stage it was in or about to start, so the run reads as stopped and that stage
+    runs again on resume, as a stop inside a stage is."""
+    if any(state.stages[name].error == "interrupted" for name in todo):
+        return  # the stage it landed in recorded it
+    current = next((name for name in todo if state.stages[name].status in ("running", "pending")), None)
+    if current is None:
+        return
+    record = state.stages[current]
+    record.status, record.error, record.finished_at = "failed", "interrupted", now()
+    state.save()
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:

@@ -150,3 +150,27 @@ def test_optimize_kernel_runs_the_agent_loop_on_one_task_without_a_workload(apex
     assert state["kernels"][0]["final"]["outcome"] == "ok" and (Path(state["results_dir"]) / "report.html").is_file()
     unknown = apex_cli("optimize-kernel", "--task", "nope__rms_norm", "--results-dir", str(tmp_path))
     assert unknown.returncode == 2 and "nope__rms_norm" in unknown.stderr
+
+
+@pytest.mark.parametrize("landing", ["integrate: done", "benchmark-final: starting"])
+def test_a_stop_between_two_stages_is_recorded_on_the_stage_about_to_run(tmp_path, monkeypatch, landing):
+    """SIGTERM (SystemExit in the run) may land on a stage's progress line, outside the stage's own
+    try: the run still reads as stopped, on the next stage, and nothing after it ran."""
+    from apex_core.pipeline import runner
+
+    ran: list[str] = []
+    monkeypatch.setattr(runner, "stage_function", lambda name: lambda state, progress: ran.append(name) or f"{name} ok")
+
+    def stop_there(fraction: float, message: str) -> None:
+        if message.startswith(landing):
+            raise SystemExit(143)
+
+    with pytest.raises(SystemExit):
+        run_pipeline(RunConfig(workload="cpu-mini", runs=2, leaderboard=False), tmp_path, progress=stop_there)
+    (folder,) = (tmp_path / "runs").iterdir()
+    stages = load_run(folder).stages
+    assert ran == list(STAGES)[:list(STAGES).index("integrate") + 1]
+    assert (stages["integrate"].status, stages["benchmark-final"].status, stages["benchmark-final"].error) == \
+        ("done", "failed", "interrupted")
+    assert [stages[name].status for name in list(STAGES)[list(STAGES).index("benchmark-final") + 1:]] == \
+        ["pending"] * (len(STAGES) - list(STAGES).index("benchmark-final") - 1)
