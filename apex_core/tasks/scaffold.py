@@ -108,14 +108,22 @@ KERNEL_TRAITS: dict[str, Callable[[ModelConfig], object]] = {
 }
 """Traits that count only for the kernel they decide (``DECIDING_TRAIT``), so adding one leaves
 every other kernel's choice of sibling as it was: Gemma 2's sampler soft-caps its logits."""
-MODEL_PARAMS: dict[str, dict[str, str]] = {
-    "top_k_top_p_sampling": {"softcap": "final_logit_softcapping"},
-    "fused_moe_shared": {"routed_scaling_factor": "routed_scaling_factor"},
+
+
+def _field(name: str) -> Callable[[ModelConfig], object | None]:
+    """A param read from an optional model fact: ``"@name"`` where the model states it, else None."""
+    return lambda m: f"@{name}" if m.extra.get(name) else None
+
+
+MODEL_PARAMS: dict[str, dict[str, Callable[[ModelConfig], object | None]]] = {
+    "top_k_top_p_sampling": {"softcap": _field("final_logit_softcapping")},
+    "fused_moe_shared": {"routed_scaling_factor": _field("routed_scaling_factor"),
+                         "shared_gate": KERNEL_TRAITS["shared_expert_gate"]},
 }
-"""Params a kernel reads from an optional model fact (param -> field of the model's config): the
-scaffold writes ``"@field"`` where the model states the fact and the default (off) where it does
-not, whatever the task it copied from had; a Gemma 2 sampler copied from a Llama one would
-otherwise sample uncapped logits, and a Llama one copied from Gemma's would cap them."""
+"""Params a kernel takes from the model (param -> its value for a model, None where the model says
+nothing and the default, off, holds), whatever the task the scaffold copied from had: a Gemma 2
+sampler copied from a Llama one would otherwise sample uncapped logits, a Llama one copied from
+Gemma's would cap them, and a Qwen MoE layer copied from DeepSeek's would lose its shared gate."""
 
 
 def _likeness(model: ModelConfig, other: ModelConfig, kernel: str = "") -> int:
@@ -141,15 +149,14 @@ def _model_params(kernel: str, config: ModelConfig, body: dict[str, Any], defaul
         return
     default_params = dict(defaults.get("params", {}))
     params = {**default_params, **body.get("params", {})}
-    for param, field in wanted.items():
-        if config.extra.get(field):
-            params[param] = f"@{field}"
+    for param, value_for in wanted.items():
+        value = value_for(config)
+        if value is not None:
+            params[param] = value
         elif param in default_params:
             params[param] = default_params[param]
         else:
             params.pop(param, None)
-    if kernel in NEEDS_SHARED_EXPERTS:
-        params["shared_gate"] = KERNEL_TRAITS["shared_expert_gate"](config)
     if params == default_params:
         body.pop("params", None)
     else:

@@ -19,6 +19,7 @@ import math
 from typing import Any
 
 from apex_core.kernels import seeded
+from apex_core.kernels.rms_norm import reference_torch_zero_centered
 from apex_core.kernels.roofline import Roofline, dtype_bytes
 
 FLOPS_PER_ELEMENT = 4
@@ -31,15 +32,9 @@ kernel that normalizes a whole token row instead of each head then misses by up 
 
 def reference_torch(q: Any, k: Any, q_weight: Any, k_weight: Any, eps: float) -> tuple[Any, Any]:
     """Zero-centered RMSNorm of every q and k head over its last dimension, as Qwen3_5RMSNorm does
-    it: in fp32, scaled by (1 + weight) in fp32, cast once to the input's dtype."""
-    import torch
-
-    outputs = []
-    for x, weight in ((q, q_weight), (k, k_weight)):
-        x32 = x.to(torch.float32)
-        inv_rms = torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)
-        outputs.append((x32 * inv_rms * (1.0 + weight.to(torch.float32))).to(x.dtype))
-    return outputs[0], outputs[1]
+    it: the rms_norm family's zero-centered reference (fp32, scaled by 1 + weight, one cast back),
+    whose last dimension here is head_dim."""
+    return reference_torch_zero_centered(q, q_weight, eps), reference_torch_zero_centered(k, k_weight, eps)
 
 
 def _heads(tokens: int, heads: int, head_dim: int, generator: Any) -> Any:

@@ -88,14 +88,21 @@ def _keep_top_p(probs: Any, top_p: Any) -> Any:
     return torch.zeros_like(keep_sorted).scatter(1, order, keep_sorted) & (probs > 0)
 
 
+def _kept_probs(z: Any, top_k: Any, top_p: Any) -> Any:
+    """Steps 3-5: the softmax over the tokens top-k and then top-p keep, 0 elsewhere (float64)."""
+    import torch
+
+    probs = _top_k_probs(z, top_k)
+    kept = torch.where(_keep_top_p(probs, top_p), probs, 0.0)
+    return kept / kept.sum(dim=-1, keepdim=True)
+
+
 def reference_torch(logits: Any, temperature: Any, top_k: Any, top_p: Any, exponential: Any,
                     softcap: float) -> tuple[Any, Any]:
     """(probs float32 (batch, vocab), token int64 (batch,)), computed in float64."""
     import torch
 
-    probs = _top_k_probs(_scaled(logits, temperature, softcap), top_k)
-    kept = torch.where(_keep_top_p(probs, top_p), probs, 0.0)
-    kept = kept / kept.sum(dim=-1, keepdim=True)
+    kept = _kept_probs(_scaled(logits, temperature, softcap), top_k, top_p)
     token = torch.argmax(kept / exponential.to(torch.float64), dim=-1)
     return kept.to(torch.float32), token
 
@@ -231,10 +238,7 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
     z = _scaled(logits, temperature, softcap)
     top_k = _clear_top_k(z, top_k)
     top_p = _clear_top_p(z, top_k, target).to(torch.float32)
-    probs = _top_k_probs(z, top_k)
-    probs = torch.where(_keep_top_p(probs, top_p), probs, 0.0)
-    probs = probs / probs.sum(dim=-1, keepdim=True)
-    exponential = _clear_race(probs, _exponential((batch, vocab), generator), generator)
+    exponential = _clear_race(_kept_probs(z, top_k, top_p), _exponential((batch, vocab), generator), generator)
     return (logits.to(device), temperature.to(device), top_k.to(torch.int32).to(device), top_p.to(device),
             exponential.to(device), softcap)
 

@@ -79,10 +79,12 @@ def _run_check(task_id: str, *paths: Path) -> dict:
     return report
 
 
-def _shard_report(shard: int, selected: set[str]) -> dict[str, dict]:
+def _shard_report(shard: int, request: pytest.FixtureRequest) -> dict[str, dict]:
     """The baselines and reference solutions of one shard's tasks, checked in one child (once per
     worker); only the checks the tests selected in this session need (``-k gemma``: those alone)."""
     if shard not in _REPORTS:
+        selected = {CHECKED_AS[item.callspec.params["task_id"]] for item in request.session.items
+                    if item.originalname == request.node.originalname}
         jobs = {}
         for task_id in (t for t in CHECKED if _shard(t) == shard and t in selected):
             task = get_task(task_id)
@@ -104,9 +106,7 @@ def test_every_task_ships_a_reference_solution():
                                      for t in TRITON_TASKS])
 def test_baseline_and_reference_solution_are_correct_under_the_interpreter(task_id, request):
     task = get_task(task_id)
-    selected = {CHECKED_AS[item.callspec.params["task_id"]] for item in request.session.items
-                if item.originalname == request.node.originalname}
-    report = _shard_report(_shard(task_id), selected)[CHECKED_AS[task_id]]
+    report = _shard_report(_shard(task_id), request)[CHECKED_AS[task_id]]
     assert "error" not in report, report.get("error")
     assert set(report) == {"baseline", "reference_solution"}, "both the baseline and our solution are checked"
     failures = {label: [v for v in verdicts if not v["passed"]] for label, verdicts in report.items()}
