@@ -13,8 +13,8 @@
 #   device call on the same warm machine goes on where the last one stopped -> $BG/verify.jsonl
 # - identify: benchmark, profile and identify of the registry models' workloads no earlier run
 #   measured (issue 30; benchmarks/results/identify-models-*/identify.json, per task_suite_table.py
-#   --list-unidentified; RUNS runs each, default 2, top 40 kernels with shapes; about 115 s a model
-#   on the H200 of 2026-12-06, whatever its size) -> $BG/identify.json, and the docs/tasks.md table
+#   --list-unidentified; RUNS runs each, default 2, CALLS request mixes profiled, default 1, top 40
+#   kernels with shapes; about 115 s a model at 3 mixes on the H200 of 2026-12-06, whatever its size) -> $BG/identify.json, and the docs/tasks.md table
 #   from it -> $BG/identify-table.md; CASES names the workloads instead (comma-separated, `models`
 #   for all 24) and IDENTIFY names the output (default identify: $BG/$IDENTIFY.json). Commit the
 #   results as benchmarks/results/identify-models-<machine>-<date>-<commit>/.
@@ -23,6 +23,7 @@ set -u
 BG=${BG:-/tmp/bg}; mkdir -p "$BG"
 PARTS=${PARTS:-"tests verify identify"}
 RUNS=${RUNS:-2}
+CALLS=${CALLS:-1}  # request mixes profiled per model: the 7 models of 2026-12-06 took 3 (about 115 s a model)
 IDENTIFY=${IDENTIFY:-identify}
 . benchmarks/gpu_site.sh  # the carried wheels, and PYTHONPATH
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$BG/machine.txt" 2>&1
@@ -42,7 +43,7 @@ for part in $PARTS; do
       tail -c 600 "$BG/verify.jsonl" ;;
     identify)
       CASES=${CASES:-$(python3 benchmarks/task_suite_table.py --identify benchmarks/results/identify-models-*/identify.json --list-unidentified)}
-      python3 benchmarks/workloads_bench.py --cases "$CASES" --runs "$RUNS" --top 40 --out "$BG/$IDENTIFY.json" \
+      python3 benchmarks/workloads_bench.py --cases "$CASES" --runs "$RUNS" --calls "$CALLS" --top 40 --out "$BG/$IDENTIFY.json" \
         > "$BG/$IDENTIFY-stdout.txt" 2>&1
       python3 benchmarks/identify_table.py "$BG/$IDENTIFY.json" > "$BG/$IDENTIFY-table.md" 2>&1
       tail -5 "$BG/$IDENTIFY-stdout.txt" ;;

@@ -30,12 +30,14 @@ from apex_core.workloads import benchmark, customize, get_workload  # noqa: E402
 from apex_core.workloads.runner import DEFAULT_MIN_RUN_S  # noqa: E402
 
 
-def one_case(case: str, runs: int, top: int, root: Path, min_run_s: float) -> dict:
+def one_case(case: str, runs: int, top: int, root: Path, min_run_s: float, calls: int = 3) -> dict:
     workload, _, kernels = case.partition("+")
     spec = customize(get_workload(workload), kernels=kernels or None)
     started = time.perf_counter()
     measured = benchmark(spec, runs=runs, results_dir=root, min_run_s=min_run_s)
-    profile, run_dir = profile_workload(spec, root, calls=3)
+    benchmarked = time.perf_counter()
+    profile, run_dir = profile_workload(spec, root, calls=calls)
+    profiled = time.perf_counter()
     everything = identify_run(run_dir, top_k=None)
     mapped = sum(k.device_time_share for k in everything.kernels if k.task_id)
     top_kernels = [
@@ -51,7 +53,11 @@ def one_case(case: str, runs: int, top: int, root: Path, min_run_s: float) -> di
         "runs_tokens_per_s": [round(run.tokens_per_s, 1) for run in measured.runs],
         "request_mixes_per_run": measured.request_mixes_per_run, "min_run_s": min_run_s,
         "profiler_overhead": profile.overhead, "share_mapped_to_tasks": round(mapped, 4), "top": top_kernels,
-        "elapsed_s": round(time.perf_counter() - started, 1),
+        "profiled_calls": calls, "elapsed_s": round(time.perf_counter() - started, 1),
+        # Where a model's minute or two goes, to choose what to cut (the profiler's event list grows
+        # with depth x decode steps x calls; the model is built three times: benchmark, profile, shapes).
+        "phases_s": {"benchmark": round(benchmarked - started, 1), "profile": round(profiled - benchmarked, 1),
+                     "identify": round(time.perf_counter() - profiled, 1)},
     }
 
 
@@ -91,13 +97,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--top", type=int, default=5)
     parser.add_argument("--min-run-s", type=float, default=DEFAULT_MIN_RUN_S)
+    parser.add_argument("--calls", type=int, default=3,
+                        help="request mixes profiled per case (a mix repeats the same kernels; 1 takes a third of the profiler's time)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory(prefix="apex-workloads-bench-") as folder:
         for case in _cases(args.cases):
             try:
-                row = one_case(case, args.runs, args.top, Path(folder), args.min_run_s)
+                row = one_case(case, args.runs, args.top, Path(folder), args.min_run_s, args.calls)
             except Exception as error:  # noqa: BLE001 - one model's failure is its row; the others still run
                 results.append({"case": case, "error": f"{type(error).__name__}: {error}"[:2000]})
                 print(f"{case}: failed: {results[-1]['error'][:300]}", flush=True)
@@ -111,7 +119,8 @@ def main() -> None:
             print(f"{case}: {row['tokens_per_s']:.0f} tok/s (prefill {row['prefill_tokens_per_s']:.0f}, decode "
                   f"{row['decode_tokens_per_s']:.0f}), cv {cv} over {args.runs} runs, profiler overhead "
                   f"{100 * (row['profiler_overhead'] or 0):.1f}%, {100 * row['share_mapped_to_tasks']:.1f}% of the time maps to a task; "
-                  f"{row['request_mixes_per_run']} mixes per run, runs {row['runs_tokens_per_s']}",
+                  f"{row['request_mixes_per_run']} mixes per run, runs {row['runs_tokens_per_s']}; "
+                  f"{row['elapsed_s']:.0f} s ({', '.join(f'{k} {v:.0f}' for k, v in row['phases_s'].items())})",
                   flush=True)
             for k in row["top"]:
                 print(f"  {100 * k['share']:5.1f}%  {k['kind']:<18} {k['task_id'] or '-':<34} {'patchable' if k['patchable'] else '-':<9} {k['name']}")
