@@ -20,6 +20,7 @@ import json
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -107,7 +108,8 @@ def main() -> None:
             try:
                 row = one_case(case, args.runs, args.top, Path(folder), args.min_run_s, args.calls)
             except Exception as error:  # noqa: BLE001 - one model's failure is its row; the others still run
-                results.append({"case": case, "error": f"{type(error).__name__}: {error}"[:2000]})
+                results.append({"case": case, "error": f"{type(error).__name__}: {error}"[:2000],
+                                "traceback": traceback.format_exc()[-4000:]})
                 print(f"{case}: failed: {results[-1]['error'][:300]}", flush=True)
                 _write(args.out, results)
                 _release()

@@ -102,14 +102,30 @@ def capture(fn: Callable[[], Any], device: str, prepare: Callable[[], None], war
         prepare()
         torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
+    generator = torch.cuda.default_generators[torch.device(device).index or 0]
+    before = generator.clone_state()
     try:
         with torch.cuda.device(device):
             with torch.cuda.graph(graph):
                 output = fn()
             torch.cuda.synchronize()
     except Exception as error:
+        _release_generator(generator, before)
         raise GraphCaptureError(f"{graph_kind()} graph capture failed: {one_line(root_cause(error))}") from error
     return graph, output
+
+
+def _release_generator(generator: Any, before: Any) -> None:
+    """Put back the device's default generator as it was before a capture that failed.
+
+    A capture marks the generator as capturing when it begins and unmarks it when it ends; a
+    capture the driver invalidated (a host sync, a forbidden call) raises in between, and the mark
+    stays. Every random draw after that on the device fails with "Offset increment outside graph
+    capture encountered unexpectedly": in one process that built model after model, one model's
+    failed capture (and eager fallback) made every later model's weight initialization fail
+    (workloads_bench on the H100, 2026-12-06). A state cloned before the capture was never marked.
+    """
+    generator.graphsafe_set_state(before)
 
 
 def relative_error(reference: Any, candidate: Any) -> float:

@@ -138,9 +138,14 @@ modeling_llama.LlamaRMSNorm.forward = synchronizing if kind == "sync" else host_
 spec = customize(get_workload("llama-3-1-8b-instruct"), batch=2, prompt_tokens=64, decode_tokens=8)
 loaded = load(spec)
 step = loaded.step(seed=3)
-print(json.dumps({"mode": loaded.decode_mode, "fallback": loaded.graph_fallback, "notes": loaded.notes,
-                  "digest": step.token_digest, "step_mode": step.decode_mode}))
 loaded.close()
+try:  # the next model's weights are random draws on the same device
+    torch.randn(8, device="cuda")
+    draw = "ok"
+except RuntimeError as error:
+    draw = str(error)
+print(json.dumps({"mode": loaded.decode_mode, "fallback": loaded.graph_fallback, "notes": loaded.notes,
+                  "digest": step.token_digest, "step_mode": step.decode_mode, "draw_after": draw}))
 """
 
 
@@ -149,6 +154,7 @@ def test_a_patched_kernel_that_synchronizes_with_the_host_falls_back_to_eager_wi
     assert out["mode"] == out["step_mode"] == "eager_static" and out["digest"]
     assert out["fallback"].startswith("CUDA graph capture failed") or out["fallback"].startswith("HIP graph capture failed")
     assert any("fell back to eager" in note for note in out["notes"])
+    assert out["draw_after"] == "ok", "the failed capture left the device's generator unusable: " + out["draw_after"]
 
 
 def test_a_patched_kernel_whose_host_state_freezes_in_the_graph_is_caught_by_the_replay_check():
