@@ -60,7 +60,7 @@ def with_rule(solution: Any, entry_point: str, rule: Callable[[int], tuple[int, 
 
 
 def with_tile(solution: Any, entry_point: str, tile: tuple[int, ...]) -> Callable[..., Any]:
-    return with_rule(solution, entry_point, lambda n_rows: tile)
+    return with_rule(solution, entry_point, lambda *_: tile)  # a rule of (rows) or (rows, width)
 
 
 def per_token_quant_variants(solution: Any) -> dict[str, Callable[..., Any]]:
@@ -78,7 +78,14 @@ def silu_and_mul_variants(solution: Any) -> dict[str, Callable[..., Any]]:
     return {f"m{m}_n{n}_w{w}": with_tile(solution, "silu_and_mul", (m, n, w)) for m, n, w in choices}
 
 
+def layer_norm_variants(solution: Any) -> dict[str, Callable[..., Any]]:
+    choices = [(rows, warps, late) for rows in (1, 2) for warps in (4, 8, 16) for late in (False, True)]
+    return {f"rows{r}_w{w}_{'late' if late else 'early'}": with_tile(solution, "layer_norm", (r, w, late))
+            for r, w, late in choices}
+
+
 VARIANTS: dict[str, Callable[[Any], dict[str, Callable[..., Any]]]] = {
+    "layer_norm": layer_norm_variants,
     "per_token_quant_fp8": per_token_quant_variants,
     "per_token_group_quant_fp8": per_token_group_quant_variants,
     "silu_and_mul": silu_and_mul_variants,

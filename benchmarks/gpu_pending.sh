@@ -2,9 +2,9 @@
 # What this repository still has to measure on a GPU, in the order the open issues need it, as one
 # command for the background driver (a device call lasts 10 minutes; this takes about 30-40):
 #
-#   BG_WAIT_S=540 bash benchmarks/gpu_background.sh 'PARTS="identify verify" bash benchmarks/gpu_pending.sh'
+#   BG_WAIT_S=540 bash benchmarks/gpu_background.sh 'PARTS="sweep verify" bash benchmarks/gpu_pending.sh'
 #
-# Parts (PARTS, default all three), each writing under $BG (default /tmp/bg):
+# Parts (PARTS, default tests, verify and identify), each writing under $BG (default /tmp/bg):
 # - tests: the GPU-marked tests of the grader, the pipeline's stages, the workloads, the kernels and
 #   the profiler (issue 29's GPU pass) -> $BG/gpu-tests.txt
 # - verify: `apex tasks verify` of the tasks not yet verified on a GPU (VERIFY_TASKS, default every
@@ -18,6 +18,9 @@
 #   from it -> $BG/identify-table.md; CASES names the workloads instead (comma-separated, `models`
 #   for all 24) and IDENTIFY names the output (default identify: $BG/$IDENTIFY.json). Commit the
 #   results as benchmarks/results/identify-models-<machine>-<date>-<commit>/.
+# - sweep: benchmarks/config_sweep.py over SWEEP_TASKS (default falcon-7b-instruct__layer_norm, whose
+#   solution the H100 timed slower than its baseline on 2026-12-06) -> $BG/sweep.json; put the
+#   fastest choice in the solution's _tile, then verify the task again.
 # Wheels from .whl/ (carry it): benchmarks/gpu_site.sh.
 set -u
 BG=${BG:-/tmp/bg}; mkdir -p "$BG"
@@ -43,11 +46,16 @@ for part in $PARTS; do
       tail -c 600 "$BG/verify.jsonl" ;;
     identify)
       CASES=${CASES:-$(python3 benchmarks/task_suite_table.py --identify benchmarks/results/identify-models-*/identify.json --list-unidentified)}
+      if [ -z "$CASES" ]; then echo "every registry model has an identify result; CASES names workloads to run again"; continue; fi
       python3 benchmarks/workloads_bench.py --cases "$CASES" --runs "$RUNS" --calls "$CALLS" --top 40 --out "$BG/$IDENTIFY.json" \
         > "$BG/$IDENTIFY-stdout.txt" 2>&1
       python3 benchmarks/identify_table.py "$BG/$IDENTIFY.json" > "$BG/$IDENTIFY-table.md" 2>&1
       tail -5 "$BG/$IDENTIFY-stdout.txt" ;;
-    *) echo "unknown part $part: the parts are tests, verify, identify" ;;
+    sweep)
+      python3 benchmarks/config_sweep.py $(printf -- '--task %s ' ${SWEEP_TASKS:-falcon-7b-instruct__layer_norm}) \
+        --out "$BG/sweep.json" > "$BG/sweep-stdout.txt" 2>&1
+      tail -c 1500 "$BG/sweep-stdout.txt" ;;
+    *) echo "unknown part $part: the parts are tests, verify, identify, sweep" ;;
   esac
 done
 echo "== done at $(date -u +%H:%M:%S)"

@@ -53,6 +53,7 @@ def one_case(case: str, runs: int, top: int, root: Path, min_run_s: float, calls
         "decode_tokens_per_s": measured.decode_tokens_per_s, "cv": measured.cv, "runs": runs,
         "runs_tokens_per_s": [round(run.tokens_per_s, 1) for run in measured.runs],
         "request_mixes_per_run": measured.request_mixes_per_run, "min_run_s": min_run_s,
+        "decode_mode": measured.decode_mode, "graph_fallback": measured.graph_fallback,
         "profiler_overhead": profile.overhead, "share_mapped_to_tasks": round(mapped, 4), "top": top_kernels,
         "profiled_calls": calls, "elapsed_s": round(time.perf_counter() - started, 1),
         # Where a model's minute or two goes, to choose what to cut (the profiler's event list grows

@@ -18,8 +18,12 @@ KIND_VARIANTS: dict[str, str] = {
     "fused_moe_shared": "fused_moe",
 }
 LANGUAGE_SUFFIXES = ("_hip", "_cuda", "_triton", "_python")
-DTYPE_CARRIED_BY_KIND = frozenset({"gemm_fp8", "fp8_quant", "gemm_mxfp4"})
-"""Kinds whose name fixes the data format: the workload's bf16 is their input, not their dtype."""
+DTYPE_CARRIED_BY_KIND = frozenset({"gemm_fp8", "fp8_quant", "gemm_mxfp4", "moe_router"})
+"""Kinds whose precision is not the workload's: the FP8 and MXFP4 kinds' names fix their data format
+(the workload's bf16 is their input), and every MoE router task is float32 whatever its model's
+dtype (transformers' Mixtral, DeepSeek-V3 and Qwen3.5-MoE routers upcast their logits before the
+softmax; GPT-OSS's takes its top-k in bf16). Before the router was listed here, a bf16 workload's
+router time (1.8% of Qwen3.5-35B-A3B's on the H100, 2026-12-06) matched no task."""
 
 _DTYPE_ALIASES = {
     "bf16": "bfloat16", "bfloat16": "bfloat16",

@@ -24,6 +24,10 @@ def test_fp8_kinds_match_whatever_the_workloads_dtype():
     assert "llama-3-1-8b-instruct__gemm_fp8" in matching_tasks("gemm_fp8", "llama-3-1-8b-instruct", "bfloat16")
 
 
+def test_a_bf16_models_router_is_its_float32_router_task():
+    assert matching_tasks("moe_router", "qwen3-5-35b-a3b", "bfloat16") == ["qwen3-5-35b-a3b__moe_router"]
+
+
 def test_task_kernel_names_with_language_suffixes_and_variants_map_to_kinds():
     assert kind_of_task_kernel("rms_norm_hip") == "rms_norm"
     assert kind_of_task_kernel("per_token_group_quant_fp8") == "fp8_quant"
