@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import durations
+from tests import cpu_seconds, durations
 from tests.worker_environments import in_worker_environment, put_own_site_first
 
 put_own_site_first()  # before any test imports transformers
@@ -140,7 +140,8 @@ def _alone_or_together(alone: bool):
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     """The lock spans setup, call and teardown, so a module fixture that measures (first set up by
     the item that needs it) measures alone too."""
-    with _alone_or_together(any(item.get_closest_marker(name) for name in ("timing", "alone"))):
+    with _alone_or_together(any(item.get_closest_marker(name) for name in ("timing", "alone"))), \
+            cpu_seconds.recorded(item.nodeid):
         yield
 
 
