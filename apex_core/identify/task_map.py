@@ -16,6 +16,9 @@ KIND_VARIANTS: dict[str, str] = {
     "per_token_quant_fp8": "fp8_quant", "per_token_group_quant_fp8": "fp8_quant",
     # A MoE layer with shared experts is the fused_moe kind plus dense work the same launches fuse.
     "fused_moe_shared": "fused_moe",
+    # MLA's prefill is the prefill_attention kind with 192-wide keys and 128-wide values once its
+    # latent is decompressed (DeepSeek-R1/V3, Kimi K2).
+    "mla_prefill_attention": "prefill_attention",
 }
 LANGUAGE_SUFFIXES = ("_hip", "_cuda", "_triton", "_python")
 DTYPE_CARRIED_BY_KIND = frozenset({"gemm_fp8", "fp8_quant", "gemm_mxfp4", "moe_router"})

@@ -48,6 +48,13 @@ code does), so a model whose entry lacks the flag is taken to have none."""
 NEEDS_SHARED_EXPERTS = frozenset({"fused_moe_shared"})
 """Kernels only a model with always-on shared experts beside its routed ones runs
 (``num_shared_experts`` > 0: DeepSeek-V3/R1, Kimi K2, Qwen3.5-MoE; not Mixtral or GPT-OSS)."""
+NEEDS_MLA = frozenset({"mla_prefill_attention"})
+"""Kernels only a model with multi-head latent attention runs (``attention`` "mla": DeepSeek-V3/R1,
+Kimi K2): their fields (``@qk_nope_head_dim``, ``@mscale_all_dim``) exist for no other model."""
+MLA_VARIANTS: dict[str, str] = {"prefill_attention": "mla_prefill_attention"}
+"""Attention kernels an MLA model runs as a variant of its own: decompressed, its prefill has
+192-wide queries and keys, 128-wide values and a YaRN-scaled softmax, which a prefill_attention
+task (one head dim, head_dim^-1/2) would get wrong."""
 NEEDS_EXPERT_QUANTIZATION: dict[str, str] = {"gemm_mxfp4": "mxfp4"}
 """Kernels whose weight format only a model whose checkpoint stores its experts so runs (the
 catalog's ``extra["expert_quantization"]``, from the config's ``quantization_config``: GPT-OSS's
@@ -95,7 +102,7 @@ DECIDING_TRAIT = {
     "rope": "rope_scaling", "prefill_attention": "attention", "paged_decode_attention": "attention",
     "qk_norm": "zero_centered_norm",
     "top_k_top_p_sampling": "final_logit_softcap",
-    "fused_moe_shared": "shared_expert_gate",
+    "fused_moe_shared": "shared_expert_gate", "mla_prefill_attention": "attention",
 }
 """The trait that picks a kernel's variant (a 1 + w norm, a grouped sigmoid router): it outweighs
 every other trait together, so a Gemma norm is never copied from a plain one for sharing an
@@ -284,6 +291,13 @@ def scaffold_task(model: str, kernel: str, directory: Path | None = None, force:
     if kernel in NEEDS_QK_NORM and not config.extra.get("qk_norm"):
         raise ApexUserError(f"{config.slug} normalizes no query or key heads (its catalog entry has no qk_norm): "
                             f"{kernel} is not a kernel it runs")
+    if kernel in NEEDS_MLA and config.attention != "mla":
+        raise ApexUserError(f"{config.slug} attends with {config.attention!r} attention, not multi-head latent attention: "
+                            f"{kernel} is not a kernel it runs")
+    if kernel in MLA_VARIANTS and config.attention == "mla":
+        raise ApexUserError(f"{config.slug}'s attention is multi-head latent attention (query/key heads "
+                            f"{config.head_dim} wide, value heads {config.extra.get('v_head_dim')}, a YaRN-scaled "
+                            f"softmax): its {kernel} is {MLA_VARIANTS[kernel]}")
     quantization = NEEDS_EXPERT_QUANTIZATION.get(kernel)
     if quantization is not None and config.extra.get("expert_quantization") != quantization:
         raise ApexUserError(f"{config.slug}'s checkpoint stores no experts in {quantization} (its catalog entry's "

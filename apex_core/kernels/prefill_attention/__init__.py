@@ -38,18 +38,20 @@ def reference_torch(
 ) -> Any:
     """fp32 causal attention per packed sequence, computed a chunk of queries at a time.
 
-    q: (tokens, num_heads, head_dim); k, v: (tokens, num_kv_heads, head_dim); cu_seqlens:
-    (num_seqs + 1,) int32 offsets of the sequences along the token axis. sinks (num_heads,) float32
-    joins each head's softmax denominator; sliding_window > 0 keeps the last sliding_window keys
-    (the query's own included); softcap > 0 caps each scaled logit to softcap · tanh(logit / softcap).
-    Returns (tokens, num_heads, head_dim) in q's dtype.
+    q: (tokens, num_heads, head_dim); k: (tokens, num_kv_heads, head_dim); v: (tokens,
+    num_kv_heads, v_head_dim), where v_head_dim is head_dim for every GQA model and narrower for
+    MLA's decompressed values (128 against 192: ``mla.py``); cu_seqlens: (num_seqs + 1,) int32
+    offsets of the sequences along the token axis. sinks (num_heads,) float32 joins each head's
+    softmax denominator; sliding_window > 0 keeps the last sliding_window keys (the query's own
+    included); softcap > 0 caps each scaled logit to softcap · tanh(logit / softcap).
+    Returns (tokens, num_heads, v_head_dim) in q's dtype.
     """
     import torch
 
     _, num_heads, head_dim = q.shape
-    num_kv_heads = k.shape[1]
+    num_kv_heads, v_head_dim = k.shape[1], v.shape[-1]
     group = num_heads // num_kv_heads
-    out = torch.empty_like(q)
+    out = q.new_empty(q.shape[0], num_heads, v_head_dim)
     bounds = cu_seqlens.tolist()
     for start, end in zip(bounds[:-1], bounds[1:]):
         for q0 in range(start, end, _REFERENCE_CHUNK):
@@ -71,7 +73,7 @@ def reference_torch(
             else:
                 probs = torch.softmax(scores, dim=-1)
             attended = torch.einsum("hgqk,khd->qhgd", probs, v[k0:q1].float())
-            out[q0:q1] = attended.reshape(q1 - q0, num_heads, head_dim).to(q.dtype)
+            out[q0:q1] = attended.reshape(q1 - q0, num_heads, v_head_dim).to(q.dtype)
     return out
 
 
@@ -79,6 +81,17 @@ def sequence_lengths(shape: dict[str, int]) -> list[int]:
     """The packed prompts' lengths: the first ``seq_len`` long, the others within 3/4 of it; a fixed
     function of the shape, so every input set of a shape does the same work."""
     return context_lengths(shape["seqs"], shape["seq_len"], salt=1)
+
+
+def packed_offsets(lengths: list[int]) -> Any:
+    """``cu_seqlens`` of prompts of ``lengths`` packed back to back: int32 (num_seqs + 1,), prompt i
+    at tokens cu_seqlens[i] ... cu_seqlens[i + 1] - 1 (flash-attention's varlen convention)."""
+    import torch
+
+    offsets = [0]
+    for n in lengths:
+        offsets.append(offsets[-1] + n)
+    return torch.tensor(offsets, dtype=torch.int32)
 
 
 def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str, params: dict[str, Any]) -> tuple:
@@ -102,10 +115,7 @@ def make_inputs_torch(shape: dict[str, int], dtype: str, seed: int, device: str,
     q = (torch.randn(tokens, num_heads, head_dim, generator=generator) * temperature).to(torch_dtype)
     k = torch.randn(tokens, num_kv_heads, head_dim, generator=generator).to(torch_dtype)
     v = torch.randn(tokens, num_kv_heads, head_dim, generator=generator).to(torch_dtype)
-    offsets = [0]
-    for n in lengths:
-        offsets.append(offsets[-1] + n)
-    cu_seqlens = torch.tensor(offsets, dtype=torch.int32)
+    cu_seqlens = packed_offsets(lengths)
     args: list[Any] = [t.to(device) for t in (q, k, v, cu_seqlens)] + [max(lengths), scale]
     return tuple(args + optional_arguments(params, num_heads, generator, device))
 

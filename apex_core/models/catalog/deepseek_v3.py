@@ -34,6 +34,11 @@ _R1 = ModelConfig(
         "qk_nope_head_dim": 128,
         "qk_rope_head_dim": 64,
         "v_head_dim": 128,
+        # rope_scaling.mscale_all_dim (the text above keeps the scaling's frequency numbers): YaRN's
+        # attention factor 0.1 x mscale_all_dim x ln(factor) + 1, squared, scales MLA's softmax
+        # (DeepSeek-V3 inference/model.py, MLA.__init__). 1.0 in R1's and V3's config.json and in
+        # TimYangst/llm-tech-matrix's deepseek-v3.json.
+        "mscale_all_dim": 1.0,
         "first_k_dense_replace": 3,
         "n_group": 8,
         "topk_group": 4,
@@ -99,6 +104,9 @@ MODELS: tuple[ModelConfig, ...] = (
             "qk_nope_head_dim": 128,
             "qk_rope_head_dim": 64,
             "v_head_dim": 128,
+            # rope_scaling.mscale_all_dim, which scales the softmax as DeepSeek's does (see R1):
+            # 1.0 in the config.json and in TimYangst/llm-tech-matrix's kimi-k2-thinking.json.
+            "mscale_all_dim": 1.0,
             "first_k_dense_replace": 1,
             "n_group": 1,
             "topk_group": 1,

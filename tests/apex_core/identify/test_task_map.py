@@ -28,6 +28,12 @@ def test_a_bf16_models_router_is_its_float32_router_task():
     assert matching_tasks("moe_router", "qwen3-5-35b-a3b", "bfloat16") == ["qwen3-5-35b-a3b__moe_router"]
 
 
+def test_deepseeks_and_kimis_prefill_attention_is_their_mla_prefill_task():
+    assert matching_tasks("prefill_attention", "deepseek-r1", "bfloat16") == ["deepseek-r1__mla_prefill_attention"]
+    assert matching_tasks("prefill_attention", "deepseek-v3", "bfloat16") == ["deepseek-r1__mla_prefill_attention"]
+    assert matching_tasks("prefill_attention", "kimi-k2-thinking", "bfloat16") == ["kimi-k2-thinking__mla_prefill_attention"]
+
+
 def test_task_kernel_names_with_language_suffixes_and_variants_map_to_kinds():
     assert kind_of_task_kernel("rms_norm_hip") == "rms_norm"
     assert kind_of_task_kernel("per_token_group_quant_fp8") == "fp8_quant"
