@@ -102,7 +102,8 @@ def capture(fn: Callable[[], Any], device: str, prepare: Callable[[], None], war
         prepare()
         torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
-    generator = torch.cuda.default_generators[torch.device(device).index or 0]
+    index = torch.device(device).index
+    generator = torch.cuda.default_generators[torch.cuda.current_device() if index is None else index]
     before = generator.clone_state()
     try:
         with torch.cuda.device(device):
