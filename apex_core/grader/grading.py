@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import os
 import secrets
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,7 +24,9 @@ from apex_core.grader import fingerprint, slots
 from apex_core.grader.cache import default_cache_dir
 from apex_core.grader.compare import as_output_list
 from apex_core.grader.options import GradeOptions
-from apex_core.grader.isolation.process import WorkerProcess, WorkerSpec, sandbox_identity
+from apex_core.grader.isolation import protocol
+from apex_core.grader.isolation.device_memory import release_cached_device_memory
+from apex_core.grader.isolation.process import WorkerFailure, WorkerProcess, WorkerSpec, sandbox_identity
 from apex_core.grader.result import Outcome, ShapeCheck, ShapeTiming
 from apex_core.grader.solution_file import file_hash
 from apex_core.grader.state import STATE
@@ -128,14 +131,30 @@ class Grading:
             self.interpreted = True
 
     def close(self) -> None:
-        """Give the baseline's worker back to the pool if it is healthy, else close it."""
+        """Give the baseline's worker back to the pool if it is healthy, else close it; then
+        return the device memory the judge cached for this grading's references.
+
+        A worker going back to the pool first lets go of its staged inputs (``Release``): the
+        next grading stages afresh, and an idle worker holding a large task's inputs starves the
+        workers of the tasks after it (``device_memory``).
+        """
         worker, self._baseline = self._baseline, None
-        if worker is None:
-            return
-        if self.options.warm_pool and self._baseline_healthy and worker.alive():
-            STATE.baseline_workers.give_back(self._baseline_key(), worker)
-        else:
-            worker.close()
+        if worker is not None:
+            if self.options.warm_pool and self._baseline_healthy and worker.alive() and self._released(worker):
+                STATE.baseline_workers.give_back(self._baseline_key(), worker)
+            else:
+                worker.close()
+        if self.on_gpu:
+            release_cached_device_memory(sys.modules.get("torch"))
+
+    @staticmethod
+    def _released(worker: WorkerProcess) -> bool:
+        """Whether ``worker`` let go of its stages; one that cannot is not worth keeping."""
+        try:
+            reply, _ = worker.request(protocol.Release())
+        except WorkerFailure:
+            return False
+        return bool(reply.get("ok"))
 
     def _choose_device(self) -> str:
         from apex_core.grader.devices import grading_device  # also checked before any cache lookup

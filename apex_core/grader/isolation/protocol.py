@@ -142,12 +142,23 @@ class WallCheck(Request):
 
 
 @dataclass(frozen=True)
+class Release(Request):
+    """Let go of everything staged (input sets, call buffers, kept stages, the flush buffer) and
+    hand the device memory cached for them back to the driver: a worker going idle between
+    gradings keeps its context and loaded code, not a task's inputs."""
+
+    op: ClassVar[str] = "release"
+
+
+@dataclass(frozen=True)
 class Exit(Request):
     op: ClassVar[str] = "exit"
 
 
 REQUESTS: dict[str, type[Request]] = {
-    kind.op: kind for kind in (Init, Load, Call, Stage, Keep, Select, Warmup, Time, TimedOutputs, Profile, WallCheck, Exit)
+    kind.op: kind for kind in (
+        Init, Load, Call, Stage, Keep, Select, Warmup, Time, TimedOutputs, Profile, WallCheck, Release, Exit
+    )
 }
 
 

@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from apex_core.grader.isolation import native, protocol, wire
+from apex_core.grader.isolation.device_memory import release_cached_device_memory
 from apex_core.grader.isolation.digest import input_digests  # bound before any solution is imported
 from apex_core.grader.isolation.payload import Payload, encode_values
 from apex_core.grader.isolation.rotation import CallRotation, call_seed
@@ -362,6 +363,20 @@ class Worker:
         self.stage_shape, self.pool, self.buffers = self.kept_stages[name]
         return self._enter_stage(CallRotation(len(self.pool), len(self.buffers)))
 
+    def release(self) -> dict[str, Any]:
+        """Drop every stage and the flush buffer, then return the device memory they used.
+
+        An idle baseline worker kept for the task's next grading held its last stage: on an
+        80 GB H100, `apex tasks verify` of one MoE task left 22 GiB staged in such a worker and
+        the next tasks' workers ran out of memory (benchmarks/results, 2026-12-06). The next
+        grading stages afresh anyway, so nothing of value is lost.
+        """
+        self.pool, self.buffers, self.kept_stages, self.timed_outputs = [], [], {}, {}
+        self.stage_shape, self.flush_buffer = {}, None
+        self.rotation = CallRotation(1, 1)
+        release_cached_device_memory(self.torch, collect=True)
+        return {"ok": True}
+
     def _enter_stage(self, rotation: CallRotation) -> dict[str, Any]:
         """Start the timing state of the current stage, compile for it with one call, then pin."""
         self.rotation = rotation
@@ -387,6 +402,8 @@ class Worker:
         start event, the call and the end event, without waiting for the device), from which the
         judge sizes the launch cover, and calibrate the device spin now that the clocks are up."""
         assert self.function is not None
+        if not self.pool:
+            return {"ok": False, "kind": "infra_error", "message": "nothing is staged to warm up on: 'stage' or 'select' first"}
         calls, start = 0, _perf_counter_ns()
         launches: list[int] = []
         timers = self.timers
@@ -525,6 +542,8 @@ class Worker:
                 return self.profile_call(request.request_key), b""
             case protocol.WallCheck():
                 return self.wall_check(request.calls, request.cover_ns, request.request_key), b""
+            case protocol.Release():
+                return self.release(), b""
         return {"ok": False, "kind": "infra_error", "message": f"no handler for '{request.op}'"}, b""
 
     def serve(self, read_fd: int, write_fd: int, shared: wire.SharedFile | None = None) -> None:

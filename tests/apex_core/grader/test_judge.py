@@ -39,6 +39,21 @@ def test_an_honest_vectorized_solution_is_correct_and_faster(task):
     assert len(timing.baseline_samples_ns) >= FAST.min_samples and len(timing.solution_samples_ns) >= FAST.min_samples
 
 
+def test_the_baseline_worker_kept_for_the_next_grading_has_let_go_of_its_staged_inputs(task):
+    from apex_core.grader.grading import Grading
+    from apex_core.grader.isolation import protocol
+    from apex_core.grader.state import STATE
+
+    assert grade(task, CANNED, FAST).outcome is Outcome.ok  # timed: the baseline's worker staged inputs
+    idle = STATE.baseline_workers.check_out(Grading(task, CANNED, FAST)._baseline_key())
+    assert idle is not None and idle.alive()
+    try:
+        reply, _ = idle.request(protocol.Warmup(min_calls=1, min_seconds=0.0))
+        assert reply["ok"] is False and "nothing is staged" in reply["message"]
+    finally:
+        idle.close()
+
+
 @pytest.mark.timing
 def test_the_baseline_against_itself_is_credited_as_no_speedup(task):
     result = grade(task, task.baseline_path, GradeOptions(time_budget_s=1.0, timeout_s=20))

@@ -19,6 +19,7 @@ EXAMPLES = [
     protocol.TimedOutputs(slots=(0, 4)),
     protocol.Profile(request_key=9),
     protocol.WallCheck(request_key=11, calls=10, cover_ns=60_000),
+    protocol.Release(),
     protocol.Exit(),
 ]
 

@@ -31,3 +31,23 @@ def test_five_pool_gradings_in_a_row_are_all_ok():
     task = get_task(TASK)
     outcomes = [grade(task, task.baseline_path, GradeOptions(time_budget_s=0.3)) for _ in range(5)]
     assert [(r.outcome.value, r.reason) for r in outcomes] == [("ok", "")] * 5
+
+
+def test_after_a_pool_grading_neither_the_judge_nor_the_idle_baseline_worker_holds_the_tasks_memory():
+    import torch
+
+    from apex_core.grader.grading import Grading
+    from apex_core.grader.isolation import protocol
+    from apex_core.grader.state import STATE
+
+    task = get_task("llama-3-1-70b-instruct__gemm_bf16")  # inputs of hundreds of MiB per staged set
+    options = GradeOptions(time_budget_s=0.3)
+    assert grade(task, task.baseline_path, options).outcome.value == "ok"
+    assert torch.cuda.memory_reserved() == 0  # the references' blocks went back to the driver
+    idle = STATE.baseline_workers.check_out(Grading(task, task.baseline_path, options)._baseline_key())
+    assert idle is not None
+    try:
+        reply, _ = idle.request(protocol.Warmup(min_calls=1, min_seconds=0.0))
+        assert reply["ok"] is False and "nothing is staged" in reply["message"]
+    finally:
+        idle.close()

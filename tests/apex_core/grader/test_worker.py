@@ -84,3 +84,22 @@ def test_taking_up_a_stage_that_was_never_kept_is_an_infrastructure_error():
 
     reply = Worker("numpy", "cpu").select("nothing")
     assert reply["ok"] is False and reply["kind"] == "infra_error"
+
+
+def test_a_released_worker_holds_no_stage_and_says_so_when_asked_to_warm_up():
+    from apex_core.grader.isolation.worker import Worker
+    from apex_core.tasks import get_task
+
+    task = get_task("cpu-mini__rms_norm")
+    worker = Worker("numpy", "cpu")
+    inputs = {"ref": task.inputs, "dtype": task.dtype, "params": task.params}
+    assert worker.load(str(task.baseline_path), task.entry_point, None, [], inputs)["ok"]
+    assert worker.stage(task.benchmark_shapes[0], [1, 2], 3)["ok"]
+    assert worker.keep("calibration-0")["ok"]
+    assert worker.warmup(3, 0.0)["ok"]
+    assert worker.release()["ok"]
+    assert worker.pool == [] and worker.buffers == [] and worker.kept_stages == {} and worker.flush_buffer is None
+    assert worker.select("calibration-0")["kind"] == "infra_error"
+    refused = worker.warmup(3, 0.0)
+    assert refused["ok"] is False and "nothing is staged" in refused["message"]
+    assert worker.stage(task.benchmark_shapes[0], [3, 4], 3)["ok"] and worker.warmup(3, 0.0)["ok"]  # staged afresh
