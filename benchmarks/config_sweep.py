@@ -10,7 +10,9 @@ events; inputs rotate over 8 seeded sets; the variants alternate in rounds of 32
 shuffled order, so clock drift falls on all of them.
 
 Each kernel below lists the launch choices worth comparing; ``baseline`` is the task's own
-baseline, ``solution`` the reference solution as shipped. Each variant calls the solution's own
+baseline, ``solution`` the reference solution as shipped. A task of any other kernel times just
+those two: its baseline and solution outside the judge, to tell a kernel's own speed from what the
+grading process adds. Each variant calls the solution's own
 entry point with its launch rule ``_tile`` pinned to one choice, so what is timed is the shipped
 wrapper, not a copy of it. Record what it prints, with machine and date, next to the choice it
 justifies (the reference solution's comments).
@@ -128,10 +130,11 @@ def sweep(task_id: str) -> list[dict[str, Any]]:
     task = get_task(task_id)
     baseline = load_module(task.baseline_path, "baseline")
     solution = load_module(reference_solution_path(task), "solution")  # the single file a grader is handed
-    # The variants swap the solution's launch rule, so the shipped one is restored on every call.
-    shipped = with_rule(solution, task.entry_point, solution._tile)
-    functions = {"baseline": getattr(baseline, task.entry_point), "solution": shipped}
-    functions.update(VARIANTS[task.kernel](solution))
+    functions = {"baseline": getattr(baseline, task.entry_point), "solution": getattr(solution, task.entry_point)}
+    if task.kernel in VARIANTS:
+        # The variants swap the solution's launch rule, so the shipped one is restored on every call.
+        functions["solution"] = with_rule(solution, task.entry_point, solution._tile)
+        functions.update(VARIANTS[task.kernel](solution))
     make_inputs = load_reference(task.inputs)
     results = []
     for shape in task.timed_shapes:
