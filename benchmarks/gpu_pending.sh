@@ -4,9 +4,11 @@
 #
 #   BG_WAIT_S=540 bash benchmarks/gpu_background.sh 'PARTS="sweep verify" bash benchmarks/gpu_pending.sh'
 #
+# BG_WAIT_S must stay under the call's 600 s, or the call is cut off before it packs $BG into $OUT.
+#
 # Parts (PARTS, default tests, verify and identify), each writing under $BG (default /tmp/bg):
 # - tests: the GPU-marked tests of the grader, the pipeline's stages, the workloads, the kernels and
-#   the profiler (issue 29's GPU pass) -> $BG/gpu-tests.txt
+#   the profiler (issue 29's GPU pass), or those of TESTS (paths, node ids) -> $BG/gpu-tests.txt
 # - verify: `apex tasks verify` of the tasks not yet verified on a GPU (VERIFY_TASKS, default every
 #   model task without a passing timed record in benchmarks/results/verify-*.jsonl, per
 #   benchmarks/task_suite_table.py), in one process that resumes from $BG/verify.jsonl, so a later
@@ -39,8 +41,8 @@ for part in $PARTS; do
   case $part in
     tests)
       python3 -m pytest -o addopts="-ra --durations=12" -p no:cacheprovider -m gpu -q --timeout 300 \
-        tests/apex_core/grader tests/apex_core/pipeline/stages/test_gpu_identify.py tests/apex_core/workloads/test_gpu.py \
-        tests/apex_core/kernels/test_rms_norm.py tests/apex_core/profiling/test_capture.py > "$BG/gpu-tests.txt" 2>&1
+        ${TESTS:-tests/apex_core/grader tests/apex_core/pipeline/stages/test_gpu_identify.py tests/apex_core/workloads/test_gpu.py
+        tests/apex_core/kernels/test_rms_norm.py tests/apex_core/profiling/test_capture.py} > "$BG/gpu-tests.txt" 2>&1
       tail -3 "$BG/gpu-tests.txt" ;;
     verify)
       VERIFY_TASKS=${VERIFY_TASKS:-$(python3 benchmarks/task_suite_table.py --verified benchmarks/results/verify-*.jsonl --list-unverified)}
