@@ -81,9 +81,10 @@ def silu_and_mul_variants(solution: Any) -> dict[str, Callable[..., Any]]:
 
 
 def layer_norm_variants(solution: Any) -> dict[str, Callable[..., Any]]:
-    choices = [(rows, warps, late) for rows in (1, 2) for warps in (4, 8, 16) for late in (False, True)]
-    return {f"rows{r}_w{w}_{'late' if late else 'early'}": with_tile(solution, "layer_norm", (r, w, late))
-            for r, w, late in choices}
+    choices = [(rows, warps, late, padded) for padded in (False, True) for rows in (1, 2) for warps in (4, 8, 16)
+               for late in (False, True)]
+    return {f"{'padded' if padded else 'split'}_rows{r}_w{w}_{'late' if late else 'early'}":
+            with_tile(solution, "layer_norm", (r, w, late, padded)) for r, w, late, padded in choices}
 
 
 VARIANTS: dict[str, Callable[[Any], dict[str, Callable[..., Any]]]] = {

@@ -23,9 +23,10 @@
 # - sweep: benchmarks/config_sweep.py over SWEEP_TASKS -> $BG/sweep.json. The default is Llama-3.2-1B's
 #   paged decode attention, whose solution the judge timed at 398 us at batch 4 on the H100 of
 #   2026-12-06 (0.78x the baseline) while the H200 had timed Llama-3.1-8B's at 23-50 us: the same
-#   kernels timed outside the judge tell the kernel's speed from the grading's. For a kernel with
-#   launch variants (layer_norm, the quantizers, silu_and_mul), put the fastest choice in the
-#   solution's _tile, then verify the task again.
+#   kernels timed outside the judge tell the kernel's speed from the grading's; and Falcon's
+#   layer_norm, whose solution now also holds the row padded as the baseline does (24 launch
+#   choices). For a kernel with launch variants (layer_norm, the quantizers, silu_and_mul), put the
+#   fastest choice in the solution's _tile, then verify the task again.
 # Wheels from .whl/ (carry it): benchmarks/gpu_site.sh.
 set -u
 BG=${BG:-/tmp/bg}; mkdir -p "$BG"
@@ -57,7 +58,7 @@ for part in $PARTS; do
       python3 benchmarks/identify_table.py "$BG/$IDENTIFY.json" > "$BG/$IDENTIFY-table.md" 2>&1
       tail -5 "$BG/$IDENTIFY-stdout.txt" ;;
     sweep)
-      python3 benchmarks/config_sweep.py $(printf -- '--task %s ' ${SWEEP_TASKS:-llama-3-2-1b-instruct__paged_decode_attention}) \
+      python3 benchmarks/config_sweep.py $(printf -- '--task %s ' ${SWEEP_TASKS:-llama-3-2-1b-instruct__paged_decode_attention falcon-7b-instruct__layer_norm}) \
         --out "$BG/sweep.json" > "$BG/sweep-stdout.txt" 2>&1
       tail -c 1500 "$BG/sweep-stdout.txt" ;;
     *) echo "unknown part $part: the parts are tests, verify, identify, sweep" ;;

@@ -1,23 +1,21 @@
 """Our LayerNorm (bf16): the bar to beat. Falcon-7B (hidden 4544).
 
-What it changes from the baseline, and why that is faster:
-- No padding to a power of two. The baseline holds a 4544-wide row in an 8192-wide block, 45% of
-  its lanes masked off but still holding registers and issuing instructions. Here the row is a
-  power-of-two head (4096) and a masked power-of-two tail (448 of 512): 1.4% waste, so each thread
-  holds about half the values and an SM keeps more rows in flight.
+What it changes from the baseline, and why:
 - One pass over the row's registers instead of two dependent ones. The baseline reduces the mean,
   waits for it, then reduces the variance of the centred row: two cross-warp exchanges in a row.
   Here the sum and the sum of squares are independent reductions of the same values, issued
   together. To keep the one-pass variance exact enough in fp32, both sums are taken of x minus the
   row's first element, a shift that sits within a few deviations of the mean, so E[d²] - E[d]²
-  cancels little (about a bit of fp32 on typical rows, far below bf16's rounding).
-- The weight and bias are issued with the row, before the reduction, instead of after it (where
-  the baseline's second memory round trip waits out the barrier).
-- Warps, rows per program and when the weight and bias are loaded are chosen by the row count
-  (``_tile``), at the split the rms_norm solution measured on an H200: few rows are latency-bound,
-  many rows bandwidth-bound.
-Timed once (H100, 2026-12-06) with an earlier launch rule and found slower than the baseline at
-256 and 8,192 rows; the rule now in ``_tile`` is not yet timed (docs/tasks.md).
+  cancels little (about a bit of fp32 on typical rows, far below bf16's rounding). One reciprocal
+  square root instead of a square root and a division.
+- Decode batches hold the row as a power-of-two head (4096) and a masked tail (448 of 512) instead
+  of the baseline's 8192-wide block, 45% of it masked, spread over 16 warps with the weight and bias
+  issued with the row: each thread's chain of loads, math and stores is short.
+- Larger batches hold the row as the baseline does, in one padded block, 4 warps, weight and bias
+  loaded after the reductions (fewer registers live across them).
+What was measured (``_tile``): on an H100 (2026-12-06) the split row was faster at 4 rows and slower
+at 256 and 8,192 rows under every launch choice tried, so larger batches now take the padded block;
+that rule is not yet timed (docs/tasks.md).
 Numerics: fp32 statistics and math, one rounding to the output dtype.
 """
 
@@ -29,19 +27,25 @@ import triton.language as tl
 @triton.jit
 def _layer_norm_rows(
     x_ptr, w_ptr, b_ptr, y_ptr, stride_x, stride_y, n_rows, n_cols, eps,
-    ROWS: tl.constexpr, HEAD: tl.constexpr, TAIL: tl.constexpr, LATE_AFFINE: tl.constexpr,
+    ROWS: tl.constexpr, HEAD: tl.constexpr, TAIL: tl.constexpr, LATE_AFFINE: tl.constexpr, PADDED: tl.constexpr,
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < n_rows
     x_rows = x_ptr + rows[:, None] * stride_x
     y_rows = y_ptr + rows[:, None] * stride_y
-    head = tl.arange(0, HEAD)  # HEAD <= n_cols: the head needs no column mask
-    x_head = tl.load(x_rows + head[None, :], mask=row_ok[:, None], other=0.0)
+    head = tl.arange(0, HEAD)
+    # Split: HEAD <= n_cols, so the head needs no column mask. Padded: the whole row in one masked
+    # power-of-two block, as the baseline holds it (no tail).
+    head_ok = head < n_cols if PADDED else head < HEAD
+    head_mask = row_ok[:, None] & head_ok[None, :]
+    x_head = tl.load(x_rows + head[None, :], mask=head_mask, other=0.0)
     if not LATE_AFFINE:
-        w_head = tl.load(w_ptr + head).to(tl.float32)
-        b_head = tl.load(b_ptr + head).to(tl.float32)
+        w_head = tl.load(w_ptr + head, mask=head_ok, other=0.0).to(tl.float32)
+        b_head = tl.load(b_ptr + head, mask=head_ok, other=0.0).to(tl.float32)
     shift = tl.load(x_ptr + rows * stride_x, mask=row_ok, other=0.0).to(tl.float32)
     d_head = x_head.to(tl.float32) - shift[:, None]
+    if PADDED:
+        d_head = tl.where(head_mask, d_head, 0.0)
     total = tl.sum(d_head, axis=1)
     squares = tl.sum(d_head * d_head, axis=1)
     if TAIL > 0:
@@ -58,10 +62,10 @@ def _layer_norm_rows(
     mean_d = total / n_cols
     inv_std = tl.rsqrt(tl.maximum(squares / n_cols - mean_d * mean_d, 0.0) + eps)
     if LATE_AFFINE:  # fewer registers live across the reductions: more rows resident per SM
-        w_head = tl.load(w_ptr + head).to(tl.float32)
-        b_head = tl.load(b_ptr + head).to(tl.float32)
+        w_head = tl.load(w_ptr + head, mask=head_ok, other=0.0).to(tl.float32)
+        b_head = tl.load(b_ptr + head, mask=head_ok, other=0.0).to(tl.float32)
     y_head = (d_head - mean_d[:, None]) * inv_std[:, None] * w_head[None, :] + b_head[None, :]
-    tl.store(y_rows + head[None, :], y_head.to(y_ptr.dtype.element_ty), mask=row_ok[:, None])
+    tl.store(y_rows + head[None, :], y_head.to(y_ptr.dtype.element_ty), mask=head_mask)
     if TAIL > 0:
         if LATE_AFFINE:
             w_tail = tl.load(w_ptr + tail, mask=tail_ok, other=0.0).to(tl.float32)
@@ -77,23 +81,24 @@ def _split(n_cols: int) -> tuple[int, int]:
     return head, (triton.next_power_of_2(rest) if rest else 0)
 
 
-MANY_ROWS = 1024
-"""Above this many rows the call is bandwidth-bound (the rms_norm solution's measured split)."""
+DECODE_ROWS = 16
+"""Up to this many rows (decode batches) the split row measured faster; beyond it did not."""
 
 
-def _tile(n_rows: int, width: int) -> tuple[int, int, bool]:
-    """(rows per program, warps, weight and bias loaded after the reductions) for rows ``width``
-    lanes wide. Few rows: latency-bound, one row a program spread over up to 16 warps (16 for
-    Falcon's 4608 lanes: 9 values a thread), so each thread's chain of loads, math and stores is
-    short, and the weight and bias loads overlap the row's. Many rows: bandwidth-bound; 8 warps
-    (18 values a thread for Falcon) and the weight and bias loaded late, so fewer registers are
-    live across the reductions and more rows stay resident per SM. The H100 run of 2026-12-06
-    timed the earlier rule (4 warps and the weight and bias loaded early for many rows) at 0.90x
-    the baseline at 8,192 rows and 0.92x at 256; this one is argued, not yet timed:
-    ``benchmarks/config_sweep.py --task falcon-7b-instruct__layer_norm`` times the choices."""
-    if n_rows <= MANY_ROWS:
-        return 1, max(4, min(16, width // 256)), False
-    return max(1, min(16, 4096 // width)), max(4, min(8, width // 512)), True
+def _tile(n_rows: int, width: int) -> tuple[int, int, bool, bool]:
+    """(rows per program, warps, weight and bias loaded after the reductions, row held padded) for
+    rows ``width`` lanes wide (the split's head and tail).
+
+    The H100 of 2026-12-06 timed the split row against the baseline (config_sweep.py,
+    benchmarks/results/sweep-layer-norm-h100-2026-12-06-6b4a6b2/): faster only at 4 rows, with 16
+    warps (6.30 us against 6.54); at 256 and 8,192 rows every split choice lost (best 0.95x and 0.90x),
+    while the baseline's single padded block with 4 warps and the affine loaded late ran 60.7 us at
+    8,192 rows. So up to DECODE_ROWS rows the split with up to 16 warps; beyond, the padded block
+    with the baseline's launch, keeping the one-pass statistics and the reciprocal square root. The
+    padded rule is argued from that sweep, not yet timed: the sweep now times both."""
+    if n_rows <= DECODE_ROWS:
+        return 1, max(4, min(16, width // 256)), False, False
+    return 1, 4, True, True
 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
@@ -104,9 +109,11 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     n_rows = rows.shape[0]
     y = torch.empty(rows.shape, dtype=x.dtype, device=x.device)
     head, tail = _split(hidden)
-    rows_per_program, warps, late_affine = _tile(n_rows, head + tail)
+    rows_per_program, warps, late_affine, padded = _tile(n_rows, head + tail)
+    if padded:
+        head, tail = triton.next_power_of_2(hidden), 0
     _layer_norm_rows[(triton.cdiv(n_rows, rows_per_program),)](
         rows, weight.contiguous(), bias.contiguous(), y, rows.stride(0), y.stride(0), n_rows, hidden, eps,
-        ROWS=rows_per_program, HEAD=head, TAIL=tail, LATE_AFFINE=late_affine, num_warps=warps,
+        ROWS=rows_per_program, HEAD=head, TAIL=tail, LATE_AFFINE=late_affine, PADDED=padded, num_warps=warps,
     )
     return y.reshape(x.shape)

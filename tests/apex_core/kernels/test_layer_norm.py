@@ -110,15 +110,17 @@ from apex_core.grader import check_call
 task = get_task(sys.argv[1])
 report = {}
 # (the cpu_shapes, baseline and solution, are tests/apex_core/suite/test_interpreter_check.py's)
-# the solution's many-row launch (several rows a program, the last one partly empty), forced at a
-# narrow width, with the weight and bias loaded before and after the reductions
+# every launch the solution's rule can take, forced at a narrow width: several rows a program (the
+# last one partly empty), the weight and bias loaded before and after the reductions, the row split
+# into head and tail or held in one padded block
 solution = load_entry_point(task, Path(sys.argv[2]))
 module = sys.modules[solution.__module__]
 report["solution_rows"] = []
 for late in (False, True):
-    module._tile = lambda n_rows, width: (4, 4, late)
-    report["solution_rows"] += [check_call(task, solution, {"tokens": 9, "hidden": 40}, seed, strided=strided).passed
-                                for seed, strided in ((1, False), (2, True))]
+    for padded in (False, True):
+        module._tile = lambda n_rows, width: (4, 4, late, padded)
+        report["solution_rows"] += [check_call(task, solution, {"tokens": 9, "hidden": 40}, seed, strided=strided).passed
+                                    for seed, strided in ((1, False), (2, True))]
 print(json.dumps(report))
 """
 
@@ -129,4 +131,4 @@ def test_our_solutions_many_row_launch_is_correct_under_the_interpreter():
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report["solution_rows"] == [True] * 4
+    assert report["solution_rows"] == [True] * 8
