@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from apex_core.errors import TaskDefinitionError, UnknownNameError
 from apex_core.models import ModelConfig, get_model
 from apex_core.tasks.families import apply_defaults, read_toml
-from apex_core.tasks.schema import NAME_AND_PROSE, Task, load_reference
+from apex_core.tasks.schema import NAME_AND_PROSE, Task, check_reference
 
 DEFINITIONS_DIR = Path(__file__).resolve().parent / "definitions"
 TASK_DIRS_ENV = "APEX_TASK_DIRS"
@@ -68,8 +68,8 @@ def load_task_file(path: Path) -> Task:
     _check_also_models(task, merged, path)
     for ref in (task.reference, task.inputs, task.roofline):
         try:
-            load_reference(ref)
-        except (ImportError, ValueError) as exc:
+            check_reference(ref)
+        except ValueError as exc:
             raise TaskDefinitionError(f"task definition {path}: cannot load {ref!r} ({exc})") from None
     return task
 

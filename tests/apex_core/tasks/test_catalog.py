@@ -73,6 +73,7 @@ def _copy_definition(tmp_path: Path, name: str = "cpu-mini__rms_norm") -> Path:
         (lambda s: s.replace('model = "cpu-mini"', 'model = "no-such-model"'), "unknown model"),
         (lambda s: s.replace('hidden = "@hidden_size"', 'hidden = "@hidden_sise"'), "names no field"),
         (lambda s: s.replace('reference_numpy', 'reference_missing'), "no function"),
+        (lambda s: s.replace('"__init__.py:make_inputs_numpy"', '"inputs.py:make_inputs_numpy"'), "no file 'inputs.py'"),
         (lambda s: s.replace('baseline_python.py', 'nowhere.py'), "not found"),
         (lambda s: s.replace('[tolerances]\nfloat32', '[tolerances]\nfloat64'), "no tolerance"),
         (lambda s: "unexpected_key = 1\n" + s, "unexpected_key"),
@@ -97,6 +98,16 @@ def test_a_malformed_definition_is_one_clear_error_naming_the_file(tmp_path, edi
         load_task_file(path)
     message = str(caught.value)
     assert complaint in message and str(path) in message and "\n" not in message
+
+
+def test_loading_every_task_imports_no_kernel_module_so_listing_tasks_does_not_pull_in_pytorch():
+    import subprocess
+    import sys
+
+    script = "import sys; from apex_core.tasks import all_tasks; all_tasks(); print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('apex_core.kernels.')))"
+    done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[3], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
 
 
 def test_a_definition_whose_file_name_differs_from_its_id_is_refused(tmp_path):
