@@ -17,9 +17,19 @@ from collections.abc import Callable
 from apex_core.grader.isolation.process import WorkerProcess, WorkerSpec
 
 
-MAX_READY = min(8, (os.cpu_count() or 2) // 2)
+def _usable_cores() -> int:
+    """The cores this process may run on (a container's share, not the host's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2
+
+
+MAX_READY = min(8, _usable_cores() // 2)
 """The most idle workers kept for one spec: each holds a device context and a few GiB of host memory,
 and each start keeps a core busy for seconds (so a 2-core machine keeps ready_per_spec)."""
+READY_PER_SPEC = max(1, min(3, _usable_cores() // 4))
+"""Idle workers kept for one spec to begin with: three on a GPU host of 12 cores or more, one on a
+small machine. A start keeps a core busy for 1.5 s (NumPy) to 4 s (PyTorch and Triton), and a
+grading takes workers of two specs (the solution's and our baseline's): on two cores, three of each
+meant six starts competing with the grading that set them off, and with whatever ran beside it."""
 
 
 def pop_live(idle: list[WorkerProcess]) -> tuple[WorkerProcess | None, list[WorkerProcess]]:
@@ -36,7 +46,9 @@ def pop_live(idle: list[WorkerProcess]) -> tuple[WorkerProcess | None, list[Work
 
 
 class WorkerPool:
-    def __init__(self, ready_per_spec: int = 3, start_worker: Callable[[WorkerSpec], WorkerProcess] = WorkerProcess) -> None:
+    def __init__(
+        self, ready_per_spec: int = READY_PER_SPEC, start_worker: Callable[[WorkerSpec], WorkerProcess] = WorkerProcess
+    ) -> None:
         self.ready_per_spec = ready_per_spec
         self._start_worker = start_worker
         self._ready: dict[WorkerSpec, list[WorkerProcess]] = {}
