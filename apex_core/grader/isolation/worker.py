@@ -374,7 +374,7 @@ class Worker:
         self.pool, self.buffers, self.kept_stages, self.timed_outputs = [], [], {}, {}
         self.stage_shape, self.flush_buffer = {}, None
         self.rotation = CallRotation(1, 1)
-        release_cached_device_memory(self.torch, collect=True)
+        release_cached_device_memory(self.torch)
         return {"ok": True}
 
     def _enter_stage(self, rotation: CallRotation) -> dict[str, Any]:
