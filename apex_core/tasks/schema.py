@@ -258,6 +258,14 @@ def module_of(address: str) -> str:
     return ".".join(["apex_core", "kernels", *parts])
 
 
+def _address(ref: str) -> tuple[str, str]:
+    """(path under apex_core/kernels, function name) of a ``<family>/<file>.py:<function>`` address."""
+    path, sep, function_name = ref.partition(":")
+    if not sep or not FUNCTION_ADDRESS.fullmatch(f"{path.partition('/')[2]}:{function_name}"):
+        raise ValueError(f"{ref!r} must be '<family>/<file>.py:<function>' (relative to apex_core/kernels)")
+    return path, function_name
+
+
 def check_reference(ref: str) -> None:
     """Check, without importing anything, that ``ref`` names a Python file under
     ``apex_core/kernels`` that binds ``function`` at its top level; a ValueError says what is wrong.
@@ -266,9 +274,7 @@ def check_reference(ref: str) -> None:
     one line; importing them for that pulled PyTorch into every command that lists tasks (2 of the
     3.8 s `apex tasks list` took on the CI machine). Whether the name is callable is for the
     import, when a grading or a check needs the function."""
-    path, sep, function_name = ref.partition(":")
-    if not sep or not FUNCTION_ADDRESS.fullmatch(f"{path.partition('/')[2]}:{function_name}"):
-        raise ValueError(f"{ref!r} must be '<family>/<file>.py:<function>' (relative to apex_core/kernels)")
+    path, function_name = _address(ref)
     source = KERNELS_DIR / path
     if not source.is_file():
         raise ValueError(f"{ref!r}: there is no file apex_core/kernels/{path}")
@@ -298,9 +304,7 @@ def load_reference(ref: str) -> Callable[..., Any]:
     """Import the function a ``<family>/<file>.py:<function>`` address names (relative to
     ``apex_core/kernels``). Only the address is parsed; the import itself is an ordinary one, so
     a confined worker process needs nothing beyond Apex on its path."""
-    path, sep, function_name = ref.partition(":")
-    if not sep or not FUNCTION_ADDRESS.fullmatch(f"{path.partition('/')[2]}:{function_name}"):
-        raise ValueError(f"{ref!r} must be '<family>/<file>.py:<function>' (relative to apex_core/kernels)")
+    path, function_name = _address(ref)
     module_name = module_of(ref)
     module = importlib.import_module(module_name)
     function = getattr(module, function_name, None)
