@@ -53,6 +53,28 @@ class GradingFailed(Exception):
         self.reason = reason
 
 
+@contextlib.contextmanager
+def _judge_device_memory(doing: str) -> Iterator[None]:
+    """The device running out of memory in the judge's own work is an infra_error of this grading,
+    not a crash of the process grading it: a task's inputs drawn in the judge, in the solution's
+    worker and in the baseline's can outgrow one GPU (Kimi K2's 384-expert MoE: 33.5 GiB a set, on
+    an 80 GB H100, 2026-12-06), and `apex tasks verify`, an MCP server or an RL grader must go on
+    to the next grading."""
+    try:
+        yield
+    except Exception as error:
+        torch = sys.modules.get("torch")
+        if torch is None or not isinstance(error, torch.OutOfMemoryError):
+            raise
+        said = str(error).split(" Including", 1)[0].split(" Of the allocated", 1)[0].strip()
+        raise GradingFailed(
+            Outcome.infra_error,
+            f"the device ran out of memory in the judge while {doing} ({said}); the task's inputs in the judge "
+            "and in both workers do not fit on this GPU beside what else runs there: grade it on a GPU with "
+            "more memory, or with fewer gradings at once",
+        ) from None
+
+
 def machine() -> tuple[DetectedDevice, GpuSpec | None]:
     """The detected device and its hardware model (None where the model does not know it)."""
     device = fingerprint.detected_device()
@@ -294,14 +316,16 @@ class Grading:
 
     def inputs(self, shape: Shape, seed: int) -> list[Any]:
         """The input set of ``seed``, drawn on the grading device (the workers draw the same)."""
-        return seeded.draw(self.make_inputs, shape, self.task.dtype, seed, self.device, self.task.params)
+        with _judge_device_memory(f"drawing the inputs of {shape}"):
+            return seeded.draw(self.make_inputs, shape, self.task.dtype, seed, self.device, self.task.params)
 
     def expected(self, args: list[Any]) -> list[Any]:
         """The reference's outputs for ``args`` (drawn for it alone, on the grading device).
 
         They stay on that device: comparisons run there (see ``compare``).
         """
-        return as_output_list(self.reference(*args))
+        with _judge_device_memory("computing the reference's outputs"):
+            return as_output_list(self.reference(*args))
 
     # --- what the calibration hands to the timing --------------------------------------------------
 

@@ -19,6 +19,10 @@ def release_cached_device_memory(torch: ModuleType | None) -> None:
     No garbage collection first: the tensors let go of are held by plain lists and locals, which
     reference counting frees at once, and a collection costs 40-80 ms in a process that has imported
     PyTorch and Triton (2026-12-06, the CI machine), on every grading's critical path.
+
+    cuBLAS's workspaces (tens of MiB per thread and stream) stay: empty_cache leaves them, and the
+    private function that frees them is not known to be safe while a concurrent grading's GEMM
+    runs in another of the judge's threads.
     """
     if torch is None or not torch.cuda.is_initialized():
         return

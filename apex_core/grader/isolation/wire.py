@@ -113,6 +113,13 @@ class SharedFile:
     fresh memory for every reply. The judge seals the file against shrinking before the worker
     exists, so that no worker can truncate it under the judge's mapping (which would kill the judge
     with SIGBUS), and seals the seals, so that none can be added later.
+
+    The judge also sizes the file to the largest payload it accepts before any worker exists. The
+    file stays sparse (memory is used only where a reply writes), and a worker never has to grow
+    it: a worker's file-size limit (``RLIMIT_FSIZE``, there to keep candidates from filling disks)
+    applies to growing a memory file too, and a legitimate reply above that limit (the outputs of
+    a large GEMM: 1.1 GiB for Gemma-2-27B's gate_up projection at 8,192 tokens) killed the worker
+    on 2026-12-06.
     """
 
     def __init__(self, fd: int) -> None:
@@ -127,6 +134,7 @@ class SharedFile:
             return None
         try:
             fd = os.memfd_create("apex-payload", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+            os.ftruncate(fd, MAX_PAYLOAD_BYTES)
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
         except OSError:
             return None
@@ -139,7 +147,8 @@ class SharedFile:
         return memoryview(self._mapping)[:size]
 
     def write(self, payload: Payload) -> None:
-        """Sender's side: grow the file if needed and write ``payload`` at its start."""
+        """Sender's side: write ``payload`` at the file's start (growing it only past the judge's
+        size, which a reader then refuses anyway)."""
         if os.fstat(self.fd).st_size < payload.nbytes:
             os.ftruncate(self.fd, payload.nbytes)
         payload.write_into(self._view(payload.nbytes))

@@ -274,3 +274,23 @@ def test_a_shape_known_to_be_long_from_an_earlier_grading_is_not_even_staged(tas
         calibrate(run, candidate, shorter_than_ns=1e12)  # would calibrate every shape if it probed
     run.close()
     assert run.corrections == {}
+
+
+def test_the_device_running_out_of_memory_in_the_judge_is_an_infra_error_of_that_grading_only(task, monkeypatch):
+    import torch
+
+    from apex_core.grader import grading
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError(
+            "CUDA out of memory. Tried to allocate 2.62 GiB. GPU 0 has a total capacity of 79.18 GiB of which "
+            "1.82 GiB is free. Including non-PyTorch memory, this process has 714.00 MiB memory in use."
+        )
+
+    with monkeypatch.context() as patched:
+        patched.setattr(grading.seeded, "draw", out_of_memory)
+        result = grade(task, task.baseline_path, GradeOptions(timing=False))
+    assert result.outcome is Outcome.infra_error
+    assert "ran out of memory in the judge while drawing the inputs of" in result.reason
+    assert "Tried to allocate 2.62 GiB" in result.reason and "Including" not in result.reason
+    assert grade(task, task.baseline_path, GradeOptions(timing=False)).outcome is Outcome.ok  # the next one is unharmed

@@ -1,5 +1,6 @@
 import fcntl
 import os
+import resource
 
 import numpy as np
 import pytest
@@ -35,7 +36,7 @@ def test_an_encoded_payload_travels_over_the_pipe_when_there_is_no_shared_file(p
 
 
 @needs_sealed_files
-def test_a_large_payload_goes_through_the_shared_file_and_a_larger_one_grows_it(pipe):
+def test_large_payloads_go_through_the_shared_file_one_after_another(pipe):
     read_fd, write_fd = pipe
     judge_side = wire.SharedFile.create()
     worker_side = wire.SharedFile(os.dup(judge_side.fd))
@@ -50,9 +51,28 @@ def test_a_large_payload_goes_through_the_shared_file_and_a_larger_one_grows_it(
 
 
 @needs_sealed_files
+def test_a_worker_under_a_file_size_limit_smaller_than_its_reply_still_sends_it(pipe):
+    read_fd, write_fd = pipe
+    judge_side = wire.SharedFile.create()
+    values = [np.arange(1 << 18, dtype=np.float32)]  # 1 MiB, four times the worker's limit
+    child = os.fork()
+    if child == 0:  # the worker: limited as a grader worker is, and the judge not
+        try:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 18, 1 << 18))
+            wire.send(write_fd, {"op": "reply"}, encode_values(values), shared=wire.SharedFile(judge_side.fd))
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    header, payload = wire.receive(read_fd, timeout=5, shared=judge_side)
+    assert header == {"op": "reply"} and np.array_equal(decode_values(payload, "numpy")[0], values[0])
+    judge_side.close()
+
+
+@needs_sealed_files
 def test_a_worker_cannot_shrink_or_unseal_the_shared_file():
     shared = wire.SharedFile.create()
-    os.ftruncate(shared.fd, 1 << 20)
     with pytest.raises(PermissionError):
         os.ftruncate(shared.fd, 0)
     with pytest.raises(PermissionError):
@@ -63,7 +83,7 @@ def test_a_worker_cannot_shrink_or_unseal_the_shared_file():
 @needs_sealed_files
 def test_a_shared_file_shorter_than_announced_is_a_broken_channel_not_a_crash_of_the_judge(pipe):
     read_fd, write_fd = pipe
-    shared = wire.SharedFile.create()
+    shared = wire.SharedFile(os.memfd_create("apex-test-short"))  # not sized by the judge
     wire.send(write_fd, {"op": "call", wire.SHARED_KEY: 1 << 20})
     with pytest.raises(wire.ChannelClosed):
         wire.receive(read_fd, timeout=5, shared=shared)
