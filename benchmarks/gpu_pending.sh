@@ -12,7 +12,9 @@
 # - verify: `apex tasks verify` of the tasks not yet verified on a GPU (VERIFY_TASKS, default every
 #   model task without a passing timed record in benchmarks/results/verify-*.jsonl, per
 #   benchmarks/task_suite_table.py), in one process that resumes from $BG/verify.jsonl, so a later
-#   device call on the same warm machine goes on where the last one stopped -> $BG/verify.jsonl
+#   device call on the same warm machine goes on where the last one stopped -> $BG/verify.jsonl.
+#   Commit it as benchmarks/results/verify-<machine>-<date>T<HHMM>-<commit>.jsonl, HHMM the UTC
+#   time the device session started: task_suite_table.py takes the latest record by that order.
 # - identify: benchmark, profile and identify of the registry models' workloads no earlier run
 #   measured (issue 30; benchmarks/results/identify-models-*/identify.json, per task_suite_table.py
 #   --list-unidentified; RUNS runs each, default 2, CALLS request mixes profiled, default 1, top 40
@@ -20,13 +22,11 @@
 #   from it -> $BG/identify-table.md; CASES names the workloads instead (comma-separated, `models`
 #   for all 24) and IDENTIFY names the output (default identify: $BG/$IDENTIFY.json). Commit the
 #   results as benchmarks/results/identify-models-<machine>-<date>-<commit>/.
-# - sweep: benchmarks/config_sweep.py over SWEEP_TASKS -> $BG/sweep.json. The default is Llama-3.2-1B's
-#   paged decode attention, whose solution the judge timed at 398 us at batch 4 on the H100 of
-#   2026-12-06 (0.78x the baseline) while the H200 had timed Llama-3.1-8B's at 23-50 us: the same
-#   kernels timed outside the judge tell the kernel's speed from the grading's; and Falcon's
+# - sweep: benchmarks/config_sweep.py over SWEEP_TASKS -> $BG/sweep.json. The default is Falcon's
 #   layer_norm, whose solution now also holds the row padded as the baseline does (24 launch
 #   choices). For a kernel with launch variants (layer_norm, the quantizers, silu_and_mul), put the
-#   fastest choice in the solution's _tile, then verify the task again.
+#   fastest choice in the solution's _tile, then verify the task again. (Llama-3.2-1B's paged decode,
+#   once slow at batch 4 in the judge only, is verified since the judge returns its memory.)
 # Wheels from .whl/ (carry it): benchmarks/gpu_site.sh.
 set -u
 BG=${BG:-/tmp/bg}; mkdir -p "$BG"
@@ -36,7 +36,7 @@ CALLS=${CALLS:-1}  # request mixes profiled per model: the 7 models of 2026-12-0
 IDENTIFY=${IDENTIFY:-identify}
 . benchmarks/gpu_site.sh  # the carried wheels, and PYTHONPATH
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$BG/machine.txt" 2>&1
-git rev-parse --short HEAD >> "$BG/machine.txt" 2>/dev/null || true
+{ git rev-parse --short HEAD; git diff --shortstat HEAD; } >> "$BG/machine.txt" 2>/dev/null || true  # a device copy's .git can lag its files
 for part in $PARTS; do
   echo "== $part from $(date -u +%H:%M:%S)"
   case $part in
@@ -58,7 +58,7 @@ for part in $PARTS; do
       python3 benchmarks/identify_table.py "$BG/$IDENTIFY.json" > "$BG/$IDENTIFY-table.md" 2>&1
       tail -5 "$BG/$IDENTIFY-stdout.txt" ;;
     sweep)
-      python3 benchmarks/config_sweep.py $(printf -- '--task %s ' ${SWEEP_TASKS:-llama-3-2-1b-instruct__paged_decode_attention falcon-7b-instruct__layer_norm}) \
+      python3 benchmarks/config_sweep.py $(printf -- '--task %s ' ${SWEEP_TASKS:-falcon-7b-instruct__layer_norm}) \
         --out "$BG/sweep.json" > "$BG/sweep-stdout.txt" 2>&1
       tail -c 1500 "$BG/sweep-stdout.txt" ;;
     *) echo "unknown part $part: the parts are tests, verify, identify, sweep" ;;

@@ -9,7 +9,7 @@ Usage::
     python benchmarks/task_suite_table.py --identify benchmarks/results/identify-models-*/identify.json --list-unidentified
 
 ``--verified`` files are ``apex tasks verify --jsonl`` outputs taken on a GPU: a task counts as
-verified when its latest timed record there (files ordered by the date in their names) passed; an
+verified when its latest timed record there (files ordered by the date and time in their names) passed; an
 untimed record (a CPU run, or ``--no-timing``) neither verifies a task nor undoes a verification. ``--identify`` files are ``workloads_bench.py --out`` results: a task is "observed" when
 one of its models' runs spent at least ``--min-share`` of its device time in the task's kind, so
 the task's kernel is one that model really runs (its shapes are the model's, by construction).
@@ -33,7 +33,8 @@ from apex_core.tasks import all_tasks  # noqa: E402
 from apex_core.tasks.schema import Task  # noqa: E402
 
 MIN_SHARE = 0.005
-DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{4})?")
+"""A result's date, and the UTC time (HHMM) its device session started where several ran that day."""
 
 
 def model_tasks() -> list[Task]:
@@ -43,10 +44,12 @@ def model_tasks() -> list[Task]:
 
 def by_date(paths: Iterable[Path]) -> list[Path]:
     """The files in the order they were taken: by the YYYY-MM-DD date in their names (results are
-    named verify-<machine>-<date>-<commit>...), then by name; a name without a date comes first."""
+    named verify-<machine>-<date>[T<HHMM>]-<commit>...), then by the session's start time after the
+    date, then by name; a name without a date comes first, and on one day a name without a time
+    before those with one. The names' commits say nothing of order."""
     def key(path: Path) -> tuple[str, str]:
         found = DATE.search(path.name)
-        return (found.group(0) if found else "", path.name)
+        return (found.group(0) if found else "", path.name)  # "2026-12-06" < "2026-12-06T0741"
 
     return sorted(paths, key=key)
 

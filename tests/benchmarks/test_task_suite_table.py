@@ -36,6 +36,10 @@ def test_a_task_is_verified_by_its_latest_gpu_record_that_passed_with_timing(tmp
     assert table.verified_ids([later_by_date, first_by_date]) == {"y__rope"}  # the dates in the names decide
     untimed = _records(tmp_path / "verify-no-timing-2026-12-03.jsonl", {"task_id": "y__rope", "passed": False, "timed": False})
     assert table.verified_ids([first_by_date, later_by_date, untimed]) == {"y__rope"}
+    # Two sessions on one day: the session's start time after the date decides, not the commit.
+    morning = _records(tmp_path / "verify-h100-2026-12-04T0741-fff.jsonl", *map(json.loads, later.read_text().splitlines()))
+    noon = _records(tmp_path / "verify-h100-2026-12-04T1118-aaa.jsonl", *map(json.loads, first.read_text().splitlines()))
+    assert table.verified_ids([noon, morning]) == table.verified_ids([later_by_date]) == {"y__rope"}
 
 
 def test_a_kind_is_observed_for_a_model_above_the_share_and_a_task_through_any_of_its_models():

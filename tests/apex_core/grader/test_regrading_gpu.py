@@ -43,15 +43,15 @@ def test_after_a_pool_grading_neither_the_judge_nor_the_idle_baseline_worker_hol
     task = get_task("llama-3-1-70b-instruct__gemm_bf16")  # inputs of hundreds of MiB per staged set
     options = GradeOptions(time_budget_s=0.3)
     assert grade(task, task.baseline_path, options).outcome.value == "ok"
-    # The references' blocks went back to the driver: nothing is cached unused, and what stays
-    # allocated is the math libraries' per-thread workspaces (cuBLAS keeps one per thread and
-    # stream, and empty_cache leaves them), not the task's hundreds of MiB.
+    # The references' blocks went back to the driver. What stays is cuBLAS's workspace (one per
+    # thread and stream, which empty_cache leaves) and the segment it sits in: 32 MiB allocated in
+    # 128 MiB reserved on the H100 of 2026-12-06, against 896 MiB for this task's weight alone.
     reserved, allocated = torch.cuda.memory_reserved(), torch.cuda.memory_allocated()
     live = sorted(
         (block["size"], segment["stream"]) for segment in torch.cuda.memory_snapshot() for block in segment["blocks"]
         if block["state"] == "active_allocated"
     )
-    assert reserved == allocated and allocated <= 256 * 2**20, (reserved, allocated, live)
+    assert reserved <= 256 * 2**20 and allocated <= 64 * 2**20, (reserved, allocated, live)
     idle = STATE.baseline_workers.check_out(Grading(task, task.baseline_path, options)._baseline_key())
     assert idle is not None
     try:
