@@ -67,6 +67,13 @@ class LibraryKernel(BaseModel):
 NAME_AND_PROSE = frozenset({"id", "model", "also_models", "description", "contract"})
 """A task's fields that do not change what its code is checked against (``Task.behaviour_hash``)."""
 
+ON_THE_GPU_ONLY = frozenset({
+    "test_shapes", "hidden_shapes", "benchmark_shapes", "timing_input_sets", "speedup_ceiling", "difficulty",
+    "allow_side_streams", "roofline",
+})
+"""A task's fields the CPU interpreter check never reads: it runs the task's code at ``cpu_shapes``
+only, untimed (``Task.cpu_check_hash``)."""
+
 
 class Task(BaseModel):
     """One optimization task: a kernel of a model, with its baseline, reference and shapes."""
@@ -237,6 +244,16 @@ class Task(BaseModel):
         parameters and tolerances (the 70B Llamas, models of one width), so a check of one speaks
         for both; CI's interpreter check runs once per behaviour."""
         return self._hash_of(self.model_dump(exclude=NAME_AND_PROSE))
+
+    def cpu_check_hash(self) -> str:
+        """The behaviour hash without what only a GPU grading uses (its shapes, the timing's
+        settings, the roofline).
+
+        Tasks that share it get the same CPU interpreter check: the same code, reference, inputs,
+        parameters and tolerances at the same ``cpu_shapes``. A kernel whose small shapes do not
+        depend on the model (a GEMM's, a sampler's) has one such check for all its tasks: CI
+        checks 144 behaviours instead of 188 tasks (2026-12-06)."""
+        return self._hash_of(self.model_dump(exclude=NAME_AND_PROSE | ON_THE_GPU_ONLY))
 
     def _hash_of(self, fields: dict[str, Any]) -> str:
         digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode())

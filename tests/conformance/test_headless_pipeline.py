@@ -65,8 +65,13 @@ def test_the_claude_backend_prompt_runs_an_inner_claude_code_that_writes_the_ker
     assert folder.is_relative_to(workspace.resolve()) and (folder / "report.html").is_file()
     state = json.loads((folder / "state.json").read_text())
     (iteration,) = state["kernels"][0]["iterations"]
-    assert iteration["agent"]["backend"] == "claude" and iteration["agent"]["wrote_solution"]
-    assert [c["name"] for c in iteration["agent"]["tool_calls"]] == ["Write"] and iteration["grade"]["outcome"] == "ok"
+    agent = iteration["agent"]  # what the inner agent did, as the run and its trajectory record it
+    assert agent["backend"] == "claude" and agent["wrote_solution"] and agent["turns"] == 2 and agent["attempts"] == 1
+    assert [(c["name"], c["ok"]) for c in agent["tool_calls"]] == [("Write", True)] and iteration["grade"]["outcome"] == "ok"
+    assert state["kernels"][0]["integrated"]
+    trajectory = json.loads(next((folder / "trajectories").glob("*.json")).read_text())
+    assert trajectory["iterations"][0]["agent"]["tool_calls"][0]["name"] == "Write"
+    assert "# Task cpu-mini__rms_norm" in trajectory["iterations"][0]["prompt"]
     with sqlite3.connect(workspace / "results" / "leaderboard.sqlite") as db:
         assert db.execute("SELECT task_id, agent FROM entries").fetchall() == [("cpu-mini__rms_norm", "claude")]
     final = events[-1]
@@ -112,30 +117,3 @@ def test_the_triton_prompt_writes_a_solution_to_output_grades_it_and_shows_the_b
     expected = (f"Score breakdown: compiled {breakdown['compiled']:g} + correct {breakdown['correct']:g} + "
                 f"speedup {breakdown['speedup']:.1f} = {verdict['score']:.1f}")
     assert expected in final["result"], final["result"]
-
-
-def test_apex_run_with_the_claude_backend_records_the_agents_tool_calls_in_its_trajectory(npm_clients, client_env, tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    claude = Path(npm_clients.bin("claude"))
-    with ScriptedModelServer(load_script("optimize-cpu-mini-agent")) as endpoint:
-        env = {**client_env, "ANTHROPIC_BASE_URL": endpoint.url, "ANTHROPIC_API_KEY": "sk-apex-scripted",
-               "PATH": f"{claude.parent}{os.pathsep}{client_env['PATH']}", "PYTHONPATH": str(REPO_ROOT)}
-        done = subprocess.run([sys.executable, "-m", "apex_core.cli.main", "run", "--workload", "cpu-mini", "--agent", "claude",
-                               "--iterations", "1", "--max-turns", "4", "--runs", "2", "--top-k", "1", "--results-dir", str(tmp_path), "--json"],
-                              env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)
-        finished = endpoint.finished
-    assert done.returncode == 0, done.stderr[-3000:]
-    state = json.loads(done.stdout)
-    assert [r["status"] for r in state["stages"].values()] == ["done"] * 8 and finished
-    (kernel,) = state["kernels"]
-    (iteration,) = kernel["iterations"]
-    agent = iteration["agent"]
-    assert agent["backend"] == "claude" and agent["wrote_solution"] and agent["turns"] == 2 and agent["attempts"] == 1
-    assert [(c["name"], c["ok"]) for c in agent["tool_calls"]] == [("Write", True)]
-    assert iteration["grade"]["outcome"] == "ok" and kernel["integrated"]
-    trajectory = json.loads(next((Path(state["results_dir"]) / "trajectories").glob("*.json")).read_text())
-    assert trajectory["iterations"][0]["agent"]["tool_calls"][0]["name"] == "Write"
-    assert "# Task cpu-mini__rms_norm" in trajectory["iterations"][0]["prompt"]

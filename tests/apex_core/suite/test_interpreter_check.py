@@ -5,9 +5,9 @@ is imported), at each task's small ``cpu_shapes``. The tasks are dealt into ``SH
 xdist group checked by one child (importing torch and Triton once per shard instead of once per
 task, most of this module's time before), so the shards run on different workers at once; a
 failure of one task's check is recorded for that task alone, and each task is still its own test.
-Tasks of one behaviour (``Task.behaviour_hash``: the same code, reference, shapes, parameters and
-tolerances under another model's name, as the three 70B Llamas) are checked once, and each of
-them is judged by that check.
+Tasks whose check would be the same (``Task.cpu_check_hash``: the same code, reference, inputs,
+parameters and tolerances at the same ``cpu_shapes``, as the GEMM tasks of models whose GPU shapes
+differ) are checked once, and each of them is judged by that check.
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ SHARDS = 6
 
 
 def _checked_as() -> dict[str, str]:
-    """Task id -> the task whose check speaks for it (the first task of its behaviour, by id)."""
+    """Task id -> the task whose check speaks for it (the first task of its CPU check, by id)."""
     first: dict[str, str] = {}
-    return {t: first.setdefault(get_task(t).behaviour_hash(), t) for t in TRITON_TASKS}
+    return {t: first.setdefault(get_task(t).cpu_check_hash(), t) for t in TRITON_TASKS}
 
 
 CHECKED_AS = _checked_as()

@@ -59,6 +59,17 @@ def test_the_behaviour_hash_ignores_the_name_and_prose_but_not_what_is_checked()
     assert other_shapes.behaviour_hash() != task.behaviour_hash()
 
 
+def test_the_cpu_check_hash_ignores_what_only_a_gpu_grading_uses_but_not_the_small_shapes():
+    task = get_task("llama-3-1-8b-instruct__gemm_bf16")
+    other_model = get_task("qwen2-5-7b-instruct__gemm_bf16")  # other GPU shapes, the same small ones
+    assert other_model.behaviour_hash() != task.behaviour_hash()
+    assert other_model.cpu_check_hash() == task.cpu_check_hash()
+    other_small = task.model_copy(update={"cpu_shapes": task.cpu_shapes[:1]})
+    assert other_small.cpu_check_hash() != task.cpu_check_hash()
+    other_tolerance = task.model_copy(update={"tolerances": {}})
+    assert other_tolerance.cpu_check_hash() != task.cpu_check_hash()
+
+
 def _copy_definition(tmp_path: Path, name: str = "cpu-mini__rms_norm") -> Path:
     target = tmp_path / f"{name}.toml"
     shutil.copyfile(DEFINITIONS_DIR / "cpu-mini__rms_norm.toml", target)
