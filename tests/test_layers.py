@@ -279,3 +279,17 @@ def test_every_name_the_front_door_exports_is_there():
         except AttributeError:
             missing.append(name)
     assert missing == [] and set(apex_core.grader.__all__) <= set(dir(apex_core.grader))
+
+
+def test_starting_an_mcp_server_or_reading_profiles_imports_no_torch():
+    """Each of the six servers and the gateway starts in tests and in every host session; PyTorch
+    costs 1.7 s of CPU a start on the CI machine (2026-12-06), and a server imports it on the first
+    call that runs a model, not before."""
+    modules = ["servers.grader", "servers.source", "servers.identifier", "servers.patcher", "servers.profiler",
+               "servers.pipeline", "servers.gateway", "apex_core.profiling"]
+    code = f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\nprint('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, check=True)
+    assert done.stdout.strip() == "False"
+    from apex_core.profiling import TRACE_FILE, capture
+
+    assert callable(capture) and TRACE_FILE == "trace.json"  # there on first use

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from apex_core.errors import ApexUserError
 from apex_core.progress import Progress, reporter
-from apex_core.profiling import KernelRecord, ProfileResult, capture, new_run_dir, save_profile
+from apex_core.profiling import KernelRecord, ProfileResult, new_run_dir, save_profile
 from apex_core.workloads import WorkloadSpec, customize, load
 from apex_core.workloads.runner import PROFILED_WORKLOAD_FILE as WORKLOAD_FILE
 
@@ -27,6 +27,7 @@ def profile_workload(
     Decode runs eagerly here whatever ``spec`` asks (the shares of device time are those of the
     kernels a graph would replay)."""
     from apex_core.patcher.original import refuse_if_patched
+    from apex_core.profiling import capture  # PyTorch: only where a workload is profiled here
 
     report = reporter(progress)
     if calls < 1:
