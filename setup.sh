@@ -110,8 +110,27 @@ else
   EXTRAS="dev,rl,ray,openenv,verifiers,trl"
   # The ROCm torch brings its own Triton (pytorch-triton-rocm); PyPI's triton would replace it.
   "$VPY" -c 'import torch, sys; sys.exit(not getattr(torch.version, "hip", None))' >/dev/null 2>&1 || EXTRAS="$EXTRAS,triton"
-  say "==> installing apex-kernels[$EXTRAS]"
-  "${PIP[@]}" install --no-compile -e ".[$EXTRAS]"
+  # uv resolves, downloads and installs on every core: about 10 s here against about two minutes
+  # for pip's one process on the 2-core CI machine (docs/testing.md). pip stays the fallback, and
+  # APEX_INSTALLER=pip chooses it.
+  INSTALLER="${APEX_INSTALLER:-uv}"
+  if [ "$INSTALLER" = uv ] && ! "$VPY" -m uv --version >/dev/null 2>&1 \
+     && ! "${PIP[@]}" install -q 'uv>=0.9,<1' >/dev/null 2>&1; then
+    say "    (uv could not be installed; installing with pip)"
+    INSTALLER=pip
+  fi
+  say "==> installing apex-kernels[$EXTRAS] with $INSTALLER"
+  if [ "$INSTALLER" = uv ]; then
+    # uv does not read pip's configuration: the indexes, links and constraints pip is told to use
+    # here are passed on. Copies, not links into uv's cache: the patcher's tests rewrite installed
+    # files, which must never reach the cache.
+    mapfile -t FROM_PIP < <("$VPY" -m apex_core.installer)
+    UV=("$VPY" -m uv pip install --python "$VPY" --link-mode copy --index-strategy unsafe-best-match)
+    [ "$QUIET" = 1 ] && UV+=(-q)
+    "${UV[@]}" "${FROM_PIP[@]}" -e ".[$EXTRAS]"
+  else
+    "${PIP[@]}" install --no-compile -e ".[$EXTRAS]"
+  fi
   # pip byte-compiles every file it installs in one process (about 27,000 here: a minute of one
   # core on the 2-core CI machine); installing with --no-compile and compiling once on every core
   # leaves the same .pyc files (confined children, whose site-packages is read-only, need them).
