@@ -27,6 +27,9 @@
 #   choices). For a kernel with launch variants (layer_norm, the quantizers, silu_and_mul), put the
 #   fastest choice in the solution's _tile, then verify the task again. (Llama-3.2-1B's paged decode,
 #   once slow at batch 4 in the judge only, is verified since the judge returns its memory.)
+# - bench: benchmarks/grader_bench.py (BENCH_ARGS) in each of BENCH_ARMS: "now" (this tree) and
+#   "before" (this tree without BENCH_PATCH); an arm named now<x> or before<x> adds the options in
+#   $ARGS_<arm> -> $BG/bench-<arm>.{json,txt} (issue 32).
 # Wheels from .whl/ (carry it): benchmarks/gpu_site.sh.
 set -u
 BG=${BG:-/tmp/bg}; mkdir -p "$BG"
@@ -61,7 +64,24 @@ for part in $PARTS; do
       python3 benchmarks/config_sweep.py $(printf -- '--task %s ' ${SWEEP_TASKS:-falcon-7b-instruct__layer_norm}) \
         --out "$BG/sweep.json" > "$BG/sweep-stdout.txt" 2>&1
       tail -c 1500 "$BG/sweep-stdout.txt" ;;
-    *) echo "unknown part $part: the parts are tests, verify, identify, sweep" ;;
+    bench)
+      # The grader's latency, phases and rigor (grader_bench.py) in arms run one after another on
+      # this machine: "now" is this tree; "before" is this tree with BENCH_PATCH (a patch carried in
+      # .whl/, say) taken out again, so a change is measured against the code without it.
+      for arm in ${BENCH_ARMS:-now}; do
+        dir=$PWD
+        extra="ARGS_$arm"
+        if [ "${arm#before}" != "$arm" ]; then
+          rm -rf /tmp/before && mkdir /tmp/before
+          tar --exclude=./.whl --exclude=./.git -cf - . | tar -C /tmp/before -xf -
+          (cd /tmp/before && git apply -R "$dir/$BENCH_PATCH") || { echo "BENCH_PATCH does not reverse"; continue; }
+          dir=/tmp/before
+        fi
+        (cd "$dir" && PYTHONPATH=$dir:/tmp/site python3 benchmarks/grader_bench.py ${BENCH_ARGS:---repeats 8 --self-repeats 6} ${!extra:-} \
+          --out "$BG/bench-$arm.json" > "$BG/bench-$arm.txt" 2>&1)
+        tail -4 "$BG/bench-$arm.txt"
+      done ;;
+    *) echo "unknown part $part: the parts are tests, verify, identify, sweep, bench" ;;
   esac
 done
 echo "== done at $(date -u +%H:%M:%S)"

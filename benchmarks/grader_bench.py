@@ -128,6 +128,10 @@ def main() -> None:
     parser.add_argument("--self-only", action="store_true", help="only (d): the baseline graded against itself")
     parser.add_argument("--profile", type=Path, default=None,
                         help="only profile one warm grading with cProfile and write the top functions here")
+    parser.add_argument("--time-budget-s", type=float, default=None,
+                        help="GradeOptions.time_budget_s (timing budget per shape; default the options' default)")
+    parser.add_argument("--target-rse", type=float, default=None,
+                        help="GradeOptions.target_rse (the medians' relative standard error at which timing stops)")
     args = parser.parse_args()
     if args.solution is None:
         spec = importlib.util.spec_from_file_location("solutions", ROOT / "tests/apex_core/grader/red_team_gpu_solutions.py")
@@ -135,7 +139,9 @@ def main() -> None:
         spec.loader.exec_module(solutions)
         args.solution = solutions.write_solution("honest_faster", Path(tempfile.mkdtemp()))
     task = get_task(TASK).model_copy(update={"benchmark_shapes": SHAPES})
-    options = GradeOptions(warm_pool=not args.no_pool, unconfined=args.unconfined)
+    chosen = {"time_budget_s": args.time_budget_s, "target_rse": args.target_rse}
+    options = GradeOptions(warm_pool=not args.no_pool, unconfined=args.unconfined,
+                           **{name: value for name, value in chosen.items() if value is not None})
     report: dict = {"options": options.model_dump()}
 
     grade(task, args.solution, options)  # warms the pool and the compile cache

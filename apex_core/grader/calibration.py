@@ -47,7 +47,8 @@ def calibrate(run: Grading, candidate: WorkerProcess, shorter_than_ns: float = s
         # A copy of our baseline's compiled kernels, so the control compiles nothing; made
         # fresh for this worker, so nothing the solution later writes there matters.
         shutil.copytree(trusted_cache, control_cache, dirs_exist_ok=True)
-    run.load_into(candidate, run.task.baseline_path, control_cache)
+    with run.phase("calibration.load"):
+        run.load_into(candidate, run.task.baseline_path, control_cache)
     run.calibrated_worker = candidate
     with run.baseline_worker() as baseline:
         workers = {"baseline": baseline, "solution": candidate}
@@ -56,8 +57,10 @@ def calibrate(run: Grading, candidate: WorkerProcess, shorter_than_ns: float = s
             if known is not None and known >= shorter_than_ns:
                 continue
             seeds, buffers, flush = timing_plan(run, shape, index)
-            launch_ns = stage(workers, shape, seeds, buffers)
-            timed = time_rounds(run, workers, flush, launch_cover_ns(launch_ns["baseline"]), give_up_above_ns=shorter_than_ns)
+            with run.phase("calibration.stage"):
+                launch_ns = stage(workers, shape, seeds, buffers)
+            with run.phase("calibration.rounds"):
+                timed = time_rounds(run, workers, flush, launch_cover_ns(launch_ns["baseline"]), give_up_above_ns=shorter_than_ns)
             if timed is None:
                 continue
             for name, worker in workers.items():

@@ -137,7 +137,8 @@ def time_shape(
     cover_ns = launch_cover_ns(launch_ns["baseline"]) if on_gpu else 0
     # The judge's own account of which input set each of the solution's buffers held.
     rotation = CallRotation(len(seeds), buffers)
-    timed = time_rounds(run, workers, flush, cover_ns, rotation)
+    with run.phase("timing.rounds"):
+        timed = time_rounds(run, workers, flush, cover_ns, rotation)
     assert timed is not None
     samples, threads = timed
     with run.phase("timing.outputs"):
