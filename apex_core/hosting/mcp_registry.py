@@ -25,6 +25,15 @@ GPU_ENVIRONMENT = (
 """What a server that grades or profiles on a GPU reads: Apex's own settings, device selection,
 toolkit locations and compiler caches."""
 
+AGENT_ENVIRONMENT = (
+    "CODEX_HOME", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CONFIG_DIR",
+    "CURSOR_API_KEY",
+)
+"""Where the agent CLIs the pipeline starts (codex, claude, Cursor's agent) find their configuration
+and credentials. Under Codex, which passes a stdio server only an allow-list, a pipeline started
+through MCP would otherwise start an inner agent that cannot log in unless its credentials sit in
+the default folder under HOME."""
+
 
 class ToolSummary(BaseModel):
     """One tool as agents and host configs need to know it, without importing the server."""
@@ -208,7 +217,7 @@ SERVERS: tuple[ServerSpec, ...] = (
             ToolSummary(name="past_experiments", timeout_s=60, read_only=True,
                         when_to_use="what earlier gradings of a task measured: best speedups and strategies, failures"),
         ),
-        pass_env=GPU_ENVIRONMENT,
+        pass_env=GPU_ENVIRONMENT + AGENT_ENVIRONMENT,
         probe=ToolProbe(tool="list_runs", expect_key="runs"),
     ),
 )
