@@ -10,12 +10,14 @@ AMD machine.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import platform
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -244,8 +246,22 @@ def read_rocm_version(rocm_root: Path = Path(os.environ.get("ROCM_PATH", "/opt/r
 # --- probes -----------------------------------------------------------------------------------
 
 
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")
+"""On Linux, CUDA cannot reach a GPU without the NVIDIA control node, ROCm without the KFD node, and
+WSL's GPU paravirtualization without dxg: a process that sees none of them sees no GPU."""
+
+
+def no_gpu_reachable(root: Path = Path("/")) -> bool:
+    """True only where no GPU can be reached (Linux without any of ``GPU_DEVICE_NODES``): importing
+    PyTorch there only to hear that it sees no GPU costs 1.5-2.5 s of every CLI command and MCP
+    server that reports the machine (2-core CI machine, 2026-12-06)."""
+    return sys.platform == "linux" and not any((root / node.lstrip("/")).exists() for node in GPU_DEVICE_NODES)
+
+
 def probe_torch() -> dict[str, Any] | None:
     """What PyTorch sees; None when torch is missing or sees no GPU."""
+    if no_gpu_reachable():
+        return None
     try:
         import torch
     except Exception:  # a broken torch install must not break detection
@@ -276,6 +292,15 @@ def probe_torch() -> dict[str, Any] | None:
 
 
 def torch_version() -> str | None:
+    """The installed PyTorch's version, from its package metadata (the same string as
+    ``torch.__version__``, without importing it), or from torch itself where that is already loaded."""
+    loaded = sys.modules.get("torch")
+    if loaded is not None:
+        return str(getattr(loaded, "__version__", "")) or None
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        pass  # importable without metadata (a source build on the path): ask torch itself
     try:
         import torch
     except Exception:

@@ -104,3 +104,29 @@ def test_a_machine_without_any_gpu_reports_its_cpu():
 
 def test_the_nvidia_query_asks_for_the_fields_the_parser_reads():
     assert NVIDIA_SMI_QUERY.split(",") == ["index", "name", "driver_version", "memory.total", "compute_cap", "clocks.max.sm"]
+
+
+def test_a_linux_machine_without_gpu_device_nodes_cannot_reach_a_gpu(tmp_path, monkeypatch):
+    import importlib
+
+    module = importlib.import_module("apex_core.hardware.detect")
+    monkeypatch.setattr(module.sys, "platform", "linux")
+    assert module.no_gpu_reachable(tmp_path)
+    for node in ("dev/kfd", "dev/nvidiactl", "dev/dxg"):
+        root = tmp_path / node.replace("/", "-")
+        (root / "dev").mkdir(parents=True)
+        (root / node).touch()
+        assert not module.no_gpu_reachable(root), node
+    monkeypatch.setattr(module.sys, "platform", "darwin")
+    assert not module.no_gpu_reachable(tmp_path)  # elsewhere only torch can tell
+
+
+def test_the_torch_version_comes_from_its_package_without_importing_it():
+    import importlib.metadata
+    import subprocess
+    import sys
+
+    probe = ("import sys; from apex_core.hardware.detect import torch_version; v = torch_version(); "
+             "print(v, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert out == [importlib.metadata.version("torch"), "False"]
