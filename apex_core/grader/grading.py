@@ -12,7 +12,6 @@ import contextlib
 import hashlib
 import os
 import secrets
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from apex_core.grader.compare import as_output_list
 from apex_core.grader.options import GradeOptions
 from apex_core.grader.isolation import protocol
 from apex_core.grader.isolation.device_memory import release_cached_device_memory
+from apex_core.grader.isolation.payload import imported_torch
 from apex_core.grader.isolation.process import WorkerFailure, WorkerProcess, WorkerSpec, sandbox_identity
 from apex_core.grader.result import Outcome, ShapeCheck, ShapeTiming
 from apex_core.grader.solution_file import file_hash
@@ -42,6 +42,12 @@ STAGED_BYTES = 256 * 1024**2
 """Input bytes per timed shape beyond which fewer distinct input sets are drawn (at least 2)."""
 PAYLOAD_SLACK_BYTES = 1 << 20
 """Room for a payload's header and alignment beyond its arrays' bytes."""
+SIDE_BY_SIDE_BYTES = 256 * 1024**2
+"""A timing grading loads and checks correctness beside other gradings (holding its device shared)
+only where no call it checks moves more than this (roofline bytes); otherwise it holds the device
+exclusively throughout, as every timing grading once did: side by side, sixteen gradings of a
+task whose inputs run to gigabytes (Kimi K2's MoE: 33.5 GiB a set) would run the GPU out of memory,
+and a solution would be blamed for the memory of others."""
 
 
 class GradingFailed(Exception):
@@ -63,7 +69,7 @@ def _judge_device_memory(doing: str) -> Iterator[None]:
     try:
         yield
     except Exception as error:
-        torch = sys.modules.get("torch")
+        torch = imported_torch()
         if torch is None or not isinstance(error, torch.OutOfMemoryError):
             raise
         said = str(error).split(" Including", 1)[0].split(" Of the allocated", 1)[0].strip()
@@ -143,6 +149,7 @@ class Grading:
         # The baseline's worker of this grading, its own until ``close``.
         self._baseline: WorkerProcess | None = None
         self._baseline_healthy = True
+        self._hold: slots.DeviceHold | None = None
         self.phases: dict[str, float] = {}
         self.timing_method = ""
         self.interpreted = False
@@ -160,6 +167,8 @@ class Grading:
         next grading stages afresh, and an idle worker holding a large task's inputs starves the
         workers of the tasks after it (``device_memory``).
         """
+        if self._hold is not None:
+            self._hold.close()
         worker, self._baseline = self._baseline, None
         if worker is not None:
             if self.options.warm_pool and self._baseline_healthy and worker.alive() and self._released(worker):
@@ -167,7 +176,7 @@ class Grading:
             else:
                 worker.close()
         if self.on_gpu:
-            release_cached_device_memory(sys.modules.get("torch"))
+            release_cached_device_memory(imported_torch())
 
     @staticmethod
     def _released(worker: WorkerProcess) -> bool:
@@ -187,11 +196,30 @@ class Grading:
     def on_gpu(self) -> bool:
         return self.device != "cpu"
 
-    def device_slot(self) -> contextlib.AbstractContextManager[str]:
-        """This grading's hold on its device (``slots``): exclusive if it times there, shared if
-        it only checks correctness; while queued, the progress says so."""
-        times = self.options.timing and not self.interpreted
-        return slots.device_slot(self.device, exclusive=times, report=lambda line: self.progress(0.0, line))
+    @property
+    def times(self) -> bool:
+        """Whether this grading measures speed (not in the CPU interpreter, whose speed means nothing)."""
+        return self.options.timing and not self.interpreted
+
+    def _checks_side_by_side(self) -> bool:
+        """Whether the stages that do not measure may share the device with other gradings
+        (``SIDE_BY_SIDE_BYTES``)."""
+        checked = [*self.task.test_shapes, *(self.task.hidden_shapes if self.options.hidden_shapes else [])]
+        return max(self.call_bytes(shape) for shape in checked) <= SIDE_BY_SIDE_BYTES
+
+    @contextlib.contextmanager
+    def on_device(self, exclusive: bool = False) -> Iterator[None]:
+        """This grading's hold on its device for one stage (``slots.DeviceHold``): exclusive to
+        measure, shared otherwise. The wait counts as the "queue" phase; while queued, the
+        progress says so."""
+        if self._hold is None:
+            self._hold = slots.DeviceHold(self.device, report=lambda line: self.progress(0.0, line))
+        with self.phase("queue"):
+            self._hold.take(exclusive or (self.times and not self._checks_side_by_side()))
+        try:
+            yield
+        finally:
+            self._hold.let_go()
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:

@@ -3,7 +3,8 @@
 A grading is a short sequence of stages, each in its own module, all working on one
 ``Grading`` (``grading.py``):
 
-1. queue for the device (``slots``) and start the solution's worker;
+1. queue for the device (``slots``: exclusively for the stages that measure, shared for the rest)
+   and start the solution's worker;
 2. on a GPU, measure that worker's own shift on our baseline before any solution code runs
    (``calibration``);
 3. load the solution (import, compile) in the worker: a failure is a compile error;
@@ -16,7 +17,6 @@ A grading is a short sequence of stages, each in its own module, all working on 
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 from apex_core.errors import ApexUserError
@@ -57,8 +57,8 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
     clocks_before = STATE.background.submit(fingerprint.read_clocks, run.on_gpu)
     compiled = correct = False
     outcome, reason = Outcome.ok, ""
-    # The device's slot, held from before the first worker starts until the last one is done.
-    slot = contextlib.ExitStack()
+    # The device's slot is held stage by stage (``slots``): exclusively while the grading measures
+    # (calibration, timing), shared while its workers start, load and check.
     try:
         if STATE.dirty_environment:
             raise GradingFailed(
@@ -66,28 +66,27 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
                 f"an earlier solution changed installed libraries ({STATE.dirty_environment[0]}); reinstall them "
                 "(bash setup.sh) and start a new grading process",
             )
-        with run.phase("queue"):
-            slot.enter_context(run.device_slot())
-        with run.phase("load"):
+        with run.on_device(), run.phase("load"):
             candidate = run.start_worker()
         with candidate:
             if calibrates(run):
-                with run.phase("calibration"):
+                with run.on_device(exclusive=True), run.phase("calibration"):
                     try:
                         calibrate(run, candidate)
                     except (GradingFailed, WorkerFailure) as failure:  # only our own code has run there yet
                         raise GradingFailed(Outcome.infra_error, f"calibrating the solution's worker: {failure}") from None
             run.progress(0.05, "loading the solution (importing and compiling it)")
-            with run.phase("load"):
-                run.load_into(candidate, solution, run.candidate_cache())
-            compiled = True
-            with run.phase("correctness"):
-                failure = correctness.check(run, candidate)
+            with run.on_device():
+                with run.phase("load"):
+                    run.load_into(candidate, solution, run.candidate_cache())
+                compiled = True
+                with run.phase("correctness"):
+                    failure = correctness.check(run, candidate)
             if failure:
                 raise GradingFailed(*failure)
             correct = True
-            if options.timing and not run.interpreted:
-                with run.phase("timing"):
+            if run.times:
+                with run.on_device(exclusive=True), run.phase("timing"):
                     if options.backend == "magpie":
                         from apex_core.grader.magpie.grading import time_with_magpie
 
@@ -102,7 +101,6 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
         outcome, reason = _WORKER_FAILURES.get(failure.kind, Outcome.crash), str(failure)
     finally:
         run.close()
-        slot.close()
 
     outcome, reason = verdict.with_prescan(findings, outcome, reason)
     clocks_after = STATE.background.submit(fingerprint.read_clocks, run.on_gpu)

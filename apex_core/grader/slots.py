@@ -13,6 +13,14 @@ One slot per device: each GPU, named by its UUID where the runtime gives one (tw
 see the same GPU under different indices, through ``CUDA_VISIBLE_DEVICES``, still share it), and
 the CPU as a whole (the CPU tasks are memory-bound, and two kernels timed on different cores
 still share the memory bus).
+
+A grading holds its slot stage by stage (``DeviceHold``): exclusively only while it measures
+(calibration, timing), shared while it starts workers, loads and compiles the solution and checks
+its correctness, which may run beside other gradings' work of that kind but never beside a
+measurement. Under concurrent gradings (an RL step) the device is then held exclusively for the
+measurements alone, not for every grading's compile and correctness as well. A grading waiting to
+measure goes first: it takes the slot's turnstile, which a grading about to take the slot shared
+must pass, so a stream of overlapping shared holders cannot keep it waiting forever.
 """
 
 from __future__ import annotations
@@ -84,32 +92,80 @@ def _try_lock(fd: int, exclusive: bool) -> bool:
         raise
 
 
-@contextlib.contextmanager
-def device_slot(device: str, exclusive: bool, report: Callable[[str], None] | None = None) -> Iterator[str]:
-    """Hold ``device``'s slot (``exclusive`` to time) for the block; yields the slot's name.
-
-    Until it is free, ``report`` is called about once a second with a line that says the grading
-    is queued and how many other gradings of this process wait with it.
-    """
-    name = slot_name(device)
-    fd = _open(name)
+def _wait_for(try_lock: Callable[[], bool], name: str, device: str, report: Callable[[str], None] | None) -> None:
+    """Poll ``try_lock`` until it succeeds; while it fails, ``report`` hears about once a second
+    that the grading is queued and how many other gradings of this process wait with it."""
     queue = STATE.slot_queue
-    try:
-        with queue.waiting(name):
-            next_report = 0.0
-            while not _try_lock(fd, exclusive):
-                now = time.monotonic()
-                if report is not None and now >= next_report:
-                    others = queue.others(name)
-                    also = f"; {others} other grading(s) of this process wait too" if others else ""
-                    report(f"queued: another grading is using {device}; this one starts when it is free{also}")
-                    next_report = now + REPORT_EVERY_S
-                time.sleep(POLL_S)
-    except BaseException:
-        os.close(fd)
-        raise
-    try:
-        yield name
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+    with queue.waiting(name):
+        next_report = 0.0
+        while not try_lock():
+            now = time.monotonic()
+            if report is not None and now >= next_report:
+                others = queue.others(name)
+                also = f"; {others} other grading(s) of this process wait too" if others else ""
+                report(f"queued: another grading is using {device}; this one starts when it is free{also}")
+                next_report = now + REPORT_EVERY_S
+            time.sleep(POLL_S)
+
+
+class DeviceHold:
+    """One grading's hold on its device's slot, taken for each stage that uses the device: shared
+    to load and check, exclusive to measure (``take``), and let go in between (``let_go``).
+
+    Shared, the slot is taken only through the turnstile, which a grading on its way to measure
+    holds exclusively while it waits, so one waiting to measure is not starved by others that keep
+    the slot shared in turn. Between its stages a grading holds nothing: a grading done measuring
+    does not wait for the next measurement to finish before it can report.
+    """
+
+    def __init__(self, device: str, report: Callable[[str], None] | None = None) -> None:
+        self.device = device
+        self.report = report
+        self.name = slot_name(device)
+        self._slot = -1
+        self._turnstile = -1
+
+    def take(self, exclusive: bool) -> None:
+        """Wait for the slot, exclusively to measure, shared otherwise."""
+        if self._slot < 0:
+            self._slot = _open(self.name)
+            self._turnstile = _open(f"{self.name}.turnstile")
+        if exclusive:
+            _wait_for(lambda: _try_lock(self._turnstile, exclusive=True), self.name, self.device, self.report)
+            try:
+                _wait_for(lambda: _try_lock(self._slot, exclusive=True), self.name, self.device, self.report)
+            finally:
+                fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+            return
+
+        def passed_and_shared() -> bool:
+            if not _try_lock(self._turnstile, exclusive=False):
+                return False
+            fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+            return _try_lock(self._slot, exclusive=False)
+
+        _wait_for(passed_and_shared, self.name, self.device, self.report)
+
+    def let_go(self) -> None:
+        if self._slot >= 0:
+            fcntl.flock(self._slot, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def held(self, exclusive: bool) -> Iterator[None]:
+        self.take(exclusive)
+        try:
+            yield
+        finally:
+            self.let_go()
+
+    def close(self) -> None:
+        for fd in (self._slot, self._turnstile):
+            if fd >= 0:
+                os.close(fd)  # closing lets go of any lock still held
+        self._slot = self._turnstile = -1
+
+    def __enter__(self) -> DeviceHold:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -294,9 +294,9 @@ def probe_torch() -> dict[str, Any] | None:
 def torch_version() -> str | None:
     """The installed PyTorch's version, from its package metadata (the same string as
     ``torch.__version__``, without importing it), or from torch itself where that is already loaded."""
-    loaded = sys.modules.get("torch")
-    if loaded is not None:
-        return str(getattr(loaded, "__version__", "")) or None
+    loaded = getattr(sys.modules.get("torch"), "__version__", None)  # absent while another thread imports it
+    if loaded:
+        return str(loaded)
     try:
         return importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:

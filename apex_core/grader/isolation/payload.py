@@ -72,11 +72,24 @@ def flat_bytes(value: Any) -> tuple[str, list[int], Any]:
     return str(tensor.dtype).removeprefix("torch."), list(tensor.shape), tensor.contiguous().reshape(-1).view(torch.uint8)
 
 
+def imported_torch() -> Any:
+    """PyTorch if this process has finished importing it, else None (it is not imported just to ask).
+
+    While one thread imports it, ``sys.modules`` already holds the half-made module: a grading in
+    another thread of the grader's server that asked it for ``Tensor`` then failed ("partially
+    initialized module 'torch' has no attribute 'Tensor'", concurrent gradings of a NumPy task,
+    2026-12-06). No tensor can exist before that import ends, so "not yet" is the right answer."""
+    torch = sys.modules.get("torch")
+    if torch is None or getattr(getattr(torch, "__spec__", None), "_initializing", False):
+        return None
+    return torch
+
+
 def is_array(value: Any) -> bool:
-    """A NumPy array or a torch tensor (torch is not imported just to ask)."""
+    """A NumPy array or a torch tensor."""
     if isinstance(value, np.ndarray):
         return True
-    torch = sys.modules.get("torch")
+    torch = imported_torch()
     return torch is not None and isinstance(value, torch.Tensor)
 
 

@@ -90,3 +90,22 @@ def test_malformed_torch_payloads_are_rejected(items, data):
 def test_numpy_payloads_refuse_object_arrays():
     with pytest.raises(ValueError):
         decode_values(forged([{"dtype": "|O", "shape": [1], "offset": 0, "nbytes": 8}], b"\0" * 8), "numpy")
+
+
+def test_a_torch_still_being_imported_by_another_thread_is_not_asked_for_tensors(monkeypatch):
+    """While one thread imports torch, sys.modules holds the half-made module; a grading in another
+    thread asking it for Tensor failed with "partially initialized module 'torch'" (2026-12-06)."""
+    import importlib.machinery
+    import sys
+    import types
+
+    from apex_core.grader.isolation.payload import imported_torch, is_array
+
+    half_made = types.ModuleType("torch")
+    half_made.__spec__ = importlib.machinery.ModuleSpec("torch", None)
+    half_made.__spec__._initializing = True
+    monkeypatch.setitem(sys.modules, "torch", half_made)
+    assert imported_torch() is None and is_array([1, 2]) is False
+    half_made.__spec__._initializing = False
+    half_made.Tensor = list
+    assert imported_torch() is half_made and is_array([1, 2]) is True
