@@ -30,6 +30,8 @@
 # - bench: benchmarks/grader_bench.py (BENCH_ARGS) in each of BENCH_ARMS: "now" (this tree) and
 #   "before" (this tree without BENCH_PATCH); an arm named now<x> or before<x> adds the options in
 #   $ARGS_<arm> -> $BG/bench-<arm>.{json,txt} (issue 32).
+# - throughput: benchmarks/ray_throughput.py --skip-ray --distinct, the local executor with
+#   TP_PER_DEVICE gradings at once on one GPU (default "1 16"), TP_GRADINGS each -> $BG/throughput-*.
 # Wheels from .whl/ (carry it): benchmarks/gpu_site.sh.
 set -u
 BG=${BG:-/tmp/bg}; mkdir -p "$BG"
@@ -81,7 +83,15 @@ for part in $PARTS; do
           --out "$BG/bench-$arm.json" > "$BG/bench-$arm.txt" 2>&1)
         tail -4 "$BG/bench-$arm.txt"
       done ;;
-    *) echo "unknown part $part: the parts are tests, verify, identify, sweep, bench" ;;
+    throughput)
+      # Gradings per GPU-hour through the local executor, every candidate new (--distinct), with
+      # each of TP_PER_DEVICE gradings at once on the one GPU -> $BG/throughput-<n>.{json,txt}.
+      for n in ${TP_PER_DEVICE:-1 16}; do
+        python3 benchmarks/ray_throughput.py --skip-ray --distinct --gpus 1 --gradings ${TP_GRADINGS:-24} --per-device "$n" \
+          --out "$BG/throughput-$n.json" > "$BG/throughput-$n.txt" 2>&1
+        tail -1 "$BG/throughput-$n.txt"
+      done ;;
+    *) echo "unknown part $part: the parts are tests, verify, identify, sweep, bench, throughput" ;;
   esac
 done
 echo "== done at $(date -u +%H:%M:%S)"

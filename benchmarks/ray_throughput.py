@@ -163,6 +163,9 @@ def main() -> None:
     parser.add_argument("--round-trips", type=int, default=200)
     parser.add_argument("--ray-address", default=None, help="an existing cluster (default: Ray started on this machine)")
     parser.add_argument("--skip-local", action="store_true")
+    parser.add_argument("--skip-ray", action="store_true", help="the local executor alone")
+    parser.add_argument("--per-device", type=int, default=1,
+                        help="the local executor's gradings at once on each device (LocalExecutor.gradings_per_device)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -175,20 +178,27 @@ def main() -> None:
     options = GradeOptions()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     report: dict = {"date": date.today().isoformat(), "commit": commit, "host": platform.node(), "device": device.model_dump(),
-                    "ray": require_ray().__version__, "task": task_id, "distinct": args.distinct, "options": options.model_dump(),
+                    "ray": None if args.skip_ray else require_ray().__version__, "task": task_id, "distinct": args.distinct, "options": options.model_dump(),
                     "counts": {}}
     cache_root = Path(tempfile.mkdtemp(prefix="apex-ray-bench-"))
-    connect(args.ray_address)
-    report["round_trip"] = round_trips(args.round_trips)
-    print(f"round trip through one actor: {json.dumps(report['round_trip'])}", flush=True)
+    report["per_device"] = args.per_device
+    if not args.skip_ray:
+        connect(args.ray_address)
+        report["round_trip"] = round_trips(args.round_trips)
+        print(f"round trip through one actor: {json.dumps(report['round_trip'])}", flush=True)
     report["driver"] = driver_costs(task_id, body, cache_root)
     print(f"driver costs per request: {json.dumps(report['driver'])}", flush=True)
     for count in counts:
         entry: dict = {}
         if not args.skip_local and (gpus >= count or (not gpus and count == 1)):
             devices = [f"cuda:{i}" for i in range(count)] if gpus else ["cpu"]
-            with LocalExecutor(cache=GradeCache(cache_root / f"local-{count}"), devices=devices) as local:
-                entry["local"] = measure(local, task_id, body, args.gradings, count, args.distinct, options, f"local x{count}")
+            with LocalExecutor(cache=GradeCache(cache_root / f"local-{count}"), devices=devices,
+                               gradings_per_device=args.per_device) as local:
+                entry["local"] = measure(local, task_id, body, args.gradings, count * args.per_device, args.distinct, options,
+                                         f"local x{count}")
+        report["counts"][str(count)] = entry
+        if args.skip_ray:
+            continue
         with RayExecutor(cache=GradeCache(cache_root / f"ray-{count}"), max_actors=count, cpu_actors_per_node=count,
                          max_in_flight=2 * count, node_cache_dir=str(cache_root / f"node-{count}")) as on_ray:
             entry["actors"] = [a.model_dump() for a in on_ray.actors()]
@@ -200,6 +210,15 @@ def main() -> None:
                 print(f"{name} x{count}: {figures['gradings_per_hour']:.0f} gradings/hour "
                       f"({figures['gradings_per_hour'] / count:.0f} per device-hour), judge p50 {figures['judge_latency_s']['p50']:.2f} s, "
                       f"outcomes {figures['outcomes']}", flush=True)
+    for count in counts:
+        if "local" in report["counts"][str(count)]:
+            figures = report["counts"][str(count)]["local"]
+            print(f"local x{count}, {args.per_device} at once per device: {figures['gradings_per_hour']:.0f} gradings/hour, "
+                  f"judge p50 {figures['judge_latency_s']['p50']:.2f} s, outcomes {figures['outcomes']}", flush=True)
+    if args.skip_ray:
+        if args.out:
+            args.out.write_text(json.dumps(report, indent=2))
+        return
     first = report["counts"][str(counts[0])]["ray"]["gradings_per_hour"] / counts[0]
     for count in counts:
         ray_figures = report["counts"][str(count)]["ray"]

@@ -1,9 +1,13 @@
-"""The local executor: this machine's GPUs, one grading per GPU at a time, as ``apex grade`` does.
+"""The local executor: this machine's GPUs, one grading per GPU at a time by default, as ``apex
+grade`` does, or several at once (``gradings_per_device``).
 
-One thread per visible GPU (one thread for the CPU where there is none) takes the next queued
-request and grades it on its device through ``grade_content``: the judge, the warm pool, and this
-machine's signed cache, which ``submit`` consults before queueing. It is the Ray executor's
-reference (the same requests must get the same verdicts) and the API for an RL loop on one host.
+``gradings_per_device`` threads per visible GPU (per CPU where there is none) take the next queued
+request and grade it on their device through ``grade_content``: the judge, the warm pool, and this
+machine's signed cache, which ``submit`` consults before queueing. Several gradings of one device
+overlap where that is safe: the device slots (``grader.slots``) let their workers start, compile
+and check correctness side by side, and give each measurement the device to itself. It is the Ray
+executor's reference (the same requests must get the same verdicts) and the API for an RL loop on
+one host.
 """
 
 from __future__ import annotations
@@ -24,14 +28,18 @@ class LocalExecutor(Executor):
     name = "local"
 
     def __init__(self, cache: GradeCache | None = None, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-                 devices: list[str] | None = None) -> None:
+                 devices: list[str] | None = None, gradings_per_device: int = 1) -> None:
+        if gradings_per_device < 1:
+            raise ApexUserError(f"gradings_per_device {gradings_per_device} must be at least 1")
         super().__init__(cache, max_in_flight)
         count = gpu_count()
         self.devices = devices or ([f"cuda:{i}" for i in range(count)] if count else ["cpu"])
+        self.gradings_per_device = gradings_per_device
         self.host = socket.gethostname()
         self._queue: Queue[tuple[GradingRequest, Task] | None] = Queue()
-        self._threads = [threading.Thread(target=self._serve, args=(device,), name=f"apex-executor-{device}", daemon=True)
-                         for device in self.devices]
+        self._threads = [threading.Thread(target=self._serve, args=(device,), name=f"apex-executor-{device}-{number}",
+                                          daemon=True)
+                         for device in self.devices for number in range(gradings_per_device)]
         for thread in self._threads:
             thread.start()
 

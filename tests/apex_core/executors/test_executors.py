@@ -113,3 +113,16 @@ def test_apex_grade_refuses_ray_settings_without_the_ray_executor(capsys, argume
 def test_a_run_with_a_ray_address_but_the_local_executor_is_refused_naming_the_option(capsys, tmp_path):
     code, lines = apex(capsys, "run", "--workload", "cpu-mini", "--ray-address", "head:6379", "--results-dir", str(tmp_path))
     assert code == 2 and len(lines) == 1 and "--ray-address" in lines[0] and "(--executor ray)" in lines[0]
+
+
+def test_the_local_executor_grades_several_at_once_on_one_device_with_the_verdicts_of_one_at_a_time(tmp_path):
+    """RL batches: several gradings per device overlap their workers' start, load and correctness
+    (the device slots keep each measurement alone); each still gets its own verdict."""
+    with LocalExecutor(cache=GradeCache(tmp_path), gradings_per_device=3) as several:
+        assert len(several._threads) == 3
+        graded = list(several.grade_many([wrong(n) for n in range(4)]
+                                         + [GradingRequest.for_file(TASK, CANNED, options=QUICK)]))
+    outcomes = sorted(g.result.outcome.value for g in graded)
+    assert outcomes == ["ok"] + ["wrong_answer"] * 4
+    with pytest.raises(ApexUserError, match="at least 1"):
+        LocalExecutor(cache=GradeCache(tmp_path), gradings_per_device=0)
