@@ -44,10 +44,10 @@ PAYLOAD_SLACK_BYTES = 1 << 20
 """Room for a payload's header and alignment beyond its arrays' bytes."""
 SIDE_BY_SIDE_BYTES = 256 * 1024**2
 """A timing grading loads and checks correctness beside other gradings (holding its device shared)
-only where no call it checks moves more than this (roofline bytes); otherwise it holds the device
-exclusively throughout, as every timing grading once did: side by side, sixteen gradings of a
-task whose inputs run to gigabytes (Kimi K2's MoE: 33.5 GiB a set) would run the GPU out of memory,
-and a solution would be blamed for the memory of others."""
+only on the CPU and where no call it checks moves more than this (roofline bytes); otherwise it
+holds the device exclusively from its first stage to its last, as every timing grading once did.
+Side by side, sixteen gradings of a task whose inputs run to gigabytes (Kimi K2's MoE: 33.5 GiB a
+set) would run the GPU out of memory, and a solution would be blamed for the memory of others."""
 
 
 class GradingFailed(Exception):
@@ -202,20 +202,36 @@ class Grading:
         return self.options.timing and not self.interpreted
 
     def _checks_side_by_side(self) -> bool:
-        """Whether the stages that do not measure may share the device with other gradings
-        (``SIDE_BY_SIDE_BYTES``)."""
+        """Whether the stages that do not measure may share the device with other gradings.
+
+        Only on the CPU, for now: on an H100 (2026-12-06), 16 and 4 distinct candidates graded at
+        once with their checks side by side gave 881 and 920 gradings an hour against 992 one at a
+        time, since the stages that measure (2.5-2.8 s of each grading) bound the device and ran
+        10-15% slower beside the others' host work; on this 2-core CPU machine 18 gradings at once
+        through the MCP server gave 17% more (docs/benchmarks.md). And only where no checked call
+        moves more than ``SIDE_BY_SIDE_BYTES``."""
+        if self.on_gpu:
+            return False
         checked = [*self.task.test_shapes, *(self.task.hidden_shapes if self.options.hidden_shapes else [])]
         return max(self.call_bytes(shape) for shape in checked) <= SIDE_BY_SIDE_BYTES
 
     @contextlib.contextmanager
     def on_device(self, exclusive: bool = False) -> Iterator[None]:
         """This grading's hold on its device for one stage (``slots.DeviceHold``): exclusive to
-        measure, shared otherwise. The wait counts as the "queue" phase; while queued, the
-        progress says so."""
+        measure, shared otherwise, or, for a timing grading that does not check side by side,
+        exclusive from its first stage until ``close``. The wait counts as the "queue" phase;
+        while queued, the progress says so."""
+        throughout = self.times and not self._checks_side_by_side()
         if self._hold is None:
             self._hold = slots.DeviceHold(self.device, report=lambda line: self.progress(0.0, line))
+            if throughout:
+                with self.phase("queue"):
+                    self._hold.take(exclusive=True)
+        if throughout:
+            yield
+            return
         with self.phase("queue"):
-            self._hold.take(exclusive or (self.times and not self._checks_side_by_side()))
+            self._hold.take(exclusive)
         try:
             yield
         finally:

@@ -14,13 +14,14 @@ see the same GPU under different indices, through ``CUDA_VISIBLE_DEVICES``, stil
 the CPU as a whole (the CPU tasks are memory-bound, and two kernels timed on different cores
 still share the memory bus).
 
-A grading holds its slot stage by stage (``DeviceHold``): exclusively only while it measures
+A grading holds its slot stage by stage (``DeviceHold``): exclusively while it measures
 (calibration, timing), shared while it starts workers, loads and compiles the solution and checks
-its correctness, which may run beside other gradings' work of that kind but never beside a
-measurement. Under concurrent gradings (an RL step) the device is then held exclusively for the
-measurements alone, not for every grading's compile and correctness as well. A grading waiting to
-measure goes first: it takes the slot's turnstile, which a grading about to take the slot shared
-must pass, so a stream of overlapping shared holders cannot keep it waiting forever.
+its correctness, which may then run beside other gradings' work of that kind but never beside a
+measurement. Which gradings check side by side is the grading's choice (``Grading.on_device``:
+for now those on the CPU, where it measured faster; a GPU grading holds its slot exclusively from
+its first stage to its last). A grading waiting to measure goes first: it takes the slot's
+turnstile, which a grading about to take the slot shared must pass, so a stream of overlapping
+shared holders cannot keep it waiting forever.
 """
 
 from __future__ import annotations

@@ -432,9 +432,12 @@ class Worker:
         assert self.function is not None
         samples: list[int] = []
         timers = self.timers
+        calls = self.rotation.timed_request(reps, request_key)
+        drawn: list[Any] | None = None  # the next call's inputs, when drawn ahead
         try:
-            for slot, seed in self.rotation.timed_request(reps, request_key):
-                args = self._fill_fresh(slot, seed)
+            for index, (slot, seed) in enumerate(calls):
+                args = drawn if drawn is not None else self._fill_fresh(slot, seed)
+                drawn = None
                 if timers is not None:
                     if self.flush_buffer is None and flush_bytes > 0:
                         self.flush_buffer = timers.new_flush_buffer(flush_bytes)
@@ -444,6 +447,13 @@ class Worker:
                     timers.record(timers.start)
                     output = self.function(*args)
                     timers.record(timers.end)
+                    # The next call's inputs are drawn now, queued behind this call's end event, so
+                    # that the host's draw overlaps the device's cover and call instead of leaving
+                    # the device idle after the synchronization; the next flush still comes after
+                    # them. Only into another buffer than this call's, never past the request's end.
+                    following = calls[index + 1] if index + 1 < len(calls) else None
+                    if following is not None and following[0] != slot:
+                        drawn = self._fill_fresh(*following)
                     timers.synchronize()
                     samples.append(round(timers.elapsed(timers.start, timers.end) * 1e6))
                 else:
