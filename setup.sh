@@ -124,10 +124,10 @@ else
     # uv does not read pip's configuration: the indexes, links and constraints pip is told to use
     # here are passed on. Copies, not links into uv's cache: the patcher's tests rewrite installed
     # files, which must never reach the cache.
-    mapfile -t FROM_PIP < <("$VPY" -m apex_core.installer)
     UV=("$VPY" -m uv pip install --python "$VPY" --link-mode copy --index-strategy unsafe-best-match)
     [ "$QUIET" = 1 ] && UV+=(-q)
-    "${UV[@]}" "${FROM_PIP[@]}" -e ".[$EXTRAS]"
+    while IFS= read -r argument; do UV+=("$argument"); done < <("$VPY" -m apex_core.installer)
+    "${UV[@]}" -e ".[$EXTRAS]"
   else
     "${PIP[@]}" install --no-compile -e ".[$EXTRAS]"
   fi

@@ -3,8 +3,8 @@
 A grading is a short sequence of stages, each in its own module, all working on one
 ``Grading`` (``grading.py``):
 
-1. queue for the device (``slots``: exclusively for the stages that measure, shared for the rest)
-   and start the solution's worker;
+1. queue for the device (``slots``; ``Grading.on_device`` says when it is held exclusively) and
+   start the solution's worker;
 2. on a GPU, measure that worker's own shift on our baseline before any solution code runs
    (``calibration``);
 3. load the solution (import, compile) in the worker: a failure is a compile error;
@@ -57,8 +57,9 @@ def grade(task: Task, solution: Path, options: GradeOptions | None = None, progr
     clocks_before = STATE.background.submit(fingerprint.read_clocks, run.on_gpu)
     compiled = correct = False
     outcome, reason = Outcome.ok, ""
-    # The device's slot is held stage by stage (``slots``): exclusively while the grading measures
-    # (calibration, timing), shared while its workers start, load and check.
+    # The device's slot is held stage by stage (``Grading.on_device``): exclusively while the grading
+    # measures (calibration, timing); while its workers start, load and check, shared where it checks
+    # side by side with other gradings (on the CPU), else still exclusively, from first stage to last.
     try:
         if STATE.dirty_environment:
             raise GradingFailed(
