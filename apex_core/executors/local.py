@@ -4,8 +4,9 @@ grade`` does, or several at once (``gradings_per_device``).
 ``gradings_per_device`` threads per visible GPU (per CPU where there is none) take the next queued
 request and grade it on their device through ``grade_content``: the judge, the warm pool, and this
 machine's signed cache, which ``submit`` consults before queueing. Several gradings of one device
-overlap where that is safe: the device slots (``grader.slots``) let their workers start, compile
-and check correctness side by side, and give each measurement the device to itself. It is the Ray
+overlap only where the grading allows it (``Grading.on_device``: on the CPU their workers start,
+compile and check correctness side by side; a GPU grading holds its device throughout), and each
+measurement has the device to itself (``grader.slots``). It is the Ray
 executor's reference (the same requests must get the same verdicts) and the API for an RL loop on
 one host.
 """

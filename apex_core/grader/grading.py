@@ -9,6 +9,7 @@ it checked out until ``close``; the solution's workers belong to the stage that 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import secrets
@@ -201,6 +202,7 @@ class Grading:
         """Whether this grading measures speed (not in the CPU interpreter, whose speed means nothing)."""
         return self.options.timing and not self.interpreted
 
+    @functools.cached_property
     def _checks_side_by_side(self) -> bool:
         """Whether the stages that do not measure may share the device with other gradings.
 
@@ -221,7 +223,7 @@ class Grading:
         measure, shared otherwise, or, for a timing grading that does not check side by side,
         exclusive from its first stage until ``close``. The wait counts as the "queue" phase;
         while queued, the progress says so."""
-        throughout = self.times and not self._checks_side_by_side()
+        throughout = self.times and not self._checks_side_by_side
         if self._hold is None:
             self._hold = slots.DeviceHold(self.device, report=lambda line: self.progress(0.0, line))
             if throughout:

@@ -115,7 +115,7 @@ class DeviceHold:
 
     Shared, the slot is taken only through the turnstile, which a grading on its way to measure
     holds exclusively while it waits, so one waiting to measure is not starved by others that keep
-    the slot shared in turn. Between its stages a grading holds nothing: a grading done measuring
+    the slot shared in turn. Let go between stages, it holds nothing: a grading done measuring
     does not wait for the next measurement to finish before it can report.
     """
 

@@ -18,6 +18,7 @@ import hashlib
 import importlib
 import json
 import re
+from stat import S_ISREG
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -295,13 +296,13 @@ def check_reference(ref: str) -> None:
     path, function_name = _address(ref)
     source = KERNELS_DIR / path
     try:
-        stat = source.stat()
+        info = source.stat()
     except OSError:
-        stat = None
-    if stat is None or not source.is_file():
+        info = None
+    if info is None or not S_ISREG(info.st_mode):
         raise ValueError(f"{ref!r}: there is no file apex_core/kernels/{path}")
     try:
-        names = _top_level_names_of(str(source), stat.st_size, stat.st_mtime_ns)
+        names = _top_level_names_of(str(source), info.st_size, info.st_mtime_ns)
     except SyntaxError as exc:
         raise ValueError(f"{ref!r}: apex_core/kernels/{path} does not parse (line {exc.lineno}: {exc.msg})") from None
     if function_name not in names:
