@@ -23,7 +23,11 @@ TASK = "cpu-mini__rms_norm"
 SILU = "cpu-mini__silu_and_mul"
 GOOD = (REPO_ROOT / "apex_core" / "agents" / "canned" / f"{TASK}.py").read_text()
 WRONG = "import numpy as np\n\n\ndef rms_norm(x, weight, eps):\n    return np.asarray(x, dtype=np.float32) * 2\n"
-SLOW = (REPO_ROOT / "apex_core" / "kernels" / "rms_norm" / "baseline_python.py").read_text()
+# Correct but twice the baseline's work: a speedup near 0.5, far below the threshold's 1.4x even when
+# a loaded machine skews the timing (the baseline itself once measured 1.4x against itself under CI load).
+SLOW = (REPO_ROOT / "apex_core" / "kernels" / "rms_norm" / "baseline_python.py").read_text().replace(
+    "def rms_norm(", "def _rms_norm_once("
+) + "\n\ndef rms_norm(x, weight, eps):\n    _rms_norm_once(x, weight, eps)\n    return _rms_norm_once(x, weight, eps)\n"
 
 
 def _llama_tree() -> dict[str, str]:
