@@ -47,7 +47,8 @@ def apply_solutions(pairs: list[tuple[str, Path]], results_root: Path, *, cache_
                     check_timeout_s: float = CHECK_TIMEOUT_S, device: str | None = None, points: dict[str, str] | None = None,
                     kernel_stacks: tuple[str, ...] = (), unconfined: bool = False,
                     already_checked: frozenset[tuple[str, str, str]] = frozenset(), owned: bool = False,
-                    graded_sha256: dict[str, str] | None = None, progress: Progress | None = None) -> list[AppliedPatch]:
+                    graded_sha256: dict[str, str] | None = None, replacing: bool = False,
+                    progress: Progress | None = None) -> list[AppliedPatch]:
     """Patch each solution in, check it inside the model, keep it or roll it back alone.
     ``points``: task id -> the patch point to use; other tasks get the first installed point,
     those of ``kernel_stacks`` (the workload's ``--kernels``) first. ``already_checked``: (task id,
@@ -56,7 +57,8 @@ def apply_solutions(pairs: list[tuple[str, Path]], results_root: Path, *, cache_
     the patches are this process's (a pipeline run, a final benchmark's arm), rolled back by the
     next apex command once it is gone, however it ended; otherwise they stay until apex patch restore.
     ``graded_sha256``: task id -> the sha256 its grading was of (integrate, MCP apply_patch): bytes
-    read here that differ (the file changed after the grading was verified) are not patched in."""
+    read here that differ (the file changed after the grading was verified) are not patched in.
+    ``replacing``: the session's active patches are rolled back first, inside it (``hold``)."""
     from apex_core.grader import COMPILED_SUFFIXES, require_confinement
     from apex_core.tasks import get_task
 
@@ -75,6 +77,8 @@ def apply_solutions(pairs: list[tuple[str, Path]], results_root: Path, *, cache_
     require_confinement("check patched solutions inside the model", unconfined)
     results: list[AppliedPatch] = []
     with Patcher(results_root, cache_dir=cache_dir, owned=owned) as patcher:
+        if replacing:
+            patcher.roll_back_all("rolled back: another set of patches took its place")
         for index, (task, path, point) in enumerate(prepared):
             report(index / len(prepared), f"patching {task.id} at {point.id}")
             target = point.target_file()

@@ -49,11 +49,22 @@ def hold(patches: list[ArmPatch], results_root: Path, checked: set[tuple[str, st
     again; a file whose sha256 moved since the benchmark began is refused. ``owned``: the patches
     are this process's own, so a benchmark killed between arms leaves none behind (the next apex
     command rolls them back); the accuracy gate, which leaves the user's patches in place, keeps
-    them as they were. ``during``: what is measuring, as the refusals name it."""
-    from apex_core.patcher.apply import apply_solutions
-    from apex_core.patcher.patcher import restore
+    them as they were. ``during``: what is measuring, as the refusals name it.
 
-    restore()
+    From one set of patches to another, where the patched code ran confined, the session stays
+    open: its patches are rolled back from the journal and the next set applied, against the
+    snapshot the session began with. A confined child sees site-packages read-only, so between two
+    sets nothing but this process wrote there, and the journal alone undoes what it wrote; the full
+    restore (a walk of the environment against its snapshot, then a new snapshot: seconds on a
+    large venv) comes when the holding ends, or at every set where the code ran unconfined and may
+    have written anywhere."""
+    from apex_core.patcher.apply import apply_solutions
+    from apex_core.patcher.patcher import restore, status
+
+    journal = status()
+    swapping = bool(patches) and not unconfined and journal is not None and bool(journal.active())
+    if not swapping:
+        restore()
     if not patches:
         return
     for patch in patches:
@@ -62,7 +73,7 @@ def hold(patches: list[ArmPatch], results_root: Path, checked: set[tuple[str, st
             raise ApexUserError(f"{patch.task_id}: {patch.solution} changed during {during}; nothing was measured")
     applied = apply_solutions([(p.task_id, Path(p.solution)) for p in patches], results_root,
                               points={p.task_id: p.point for p in patches if p.point}, unconfined=unconfined,
-                              already_checked=frozenset(checked), owned=owned)
+                              already_checked=frozenset(checked), owned=owned, replacing=swapping)
     moved = [r for r, p in zip(applied, patches) if r.sha256 != p.sha256]
     if moved:
         raise ApexUserError(f"{moved[0].task_id}: {moved[0].solution} changed during {during}; nothing was measured")

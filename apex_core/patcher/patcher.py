@@ -248,6 +248,12 @@ class Patcher:
         journal.patch(patch_id).note = note
         jr.write_journal(journal)
 
+    def roll_back_all(self, note: str) -> None:
+        """Undo every active patch, newest first (so a file patched twice unwinds in order), keeping the
+        session and its snapshot: ``hold`` swaps one set of patches for the next this way."""
+        for record in reversed(self._journal().active()):
+            self.roll_back(record.id, note)
+
     def restore_all(self) -> RestoreReport:
         return restore_journal(self._journal(), self.env)
 

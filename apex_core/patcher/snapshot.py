@@ -14,11 +14,18 @@ What it holds (``<state dir>/<environment>.snapshot/``, 0700, beside the journal
   (purelib and platlib) and the venv's scripts folder, bytecode and ``.pth`` files included, with
   its type, mode, owner, size, mtime, ctime and inode; a symlink's target. Binary (a header in
   JSON, the paths, one array of integers): 50,000 entries are written in 0.08 s so, 0.2 s as JSON.
-- ``links/``: a hard link to every regular file, taken when the session began. A link is the same
-  inode, so it costs no bytes, and it keeps a file's original bytes when someone replaces the file
-  (writes a new one and renames it over: what pip, editors, ``py_compile`` and our own patcher do)
-  or deletes it. It does *not* keep them through an edit in place (``open(path, "w")``): that edits
-  the linked inode too.
+- the links (``<environment>.snapshot-links/``, 0700, beside the snapshot): a hard link to every
+  regular file, named by its inode number. A link is the same inode, so it costs no bytes, and it
+  keeps a file's original bytes when someone replaces the file (writes a new one and renames it
+  over: what pip, editors, ``py_compile`` and our own patcher do) or deletes it. It does *not* keep
+  them through an edit in place (``open(path, "w")``): that edits the linked inode too. The links
+  outlive their session: the next session's snapshot links only the files that are new since (a
+  name already holding the file's inode is that file's link), and unlinks the names of inodes no
+  longer in the environment. A snapshot of the whole venv so costs a stat walk instead of 80,000
+  ``link`` calls, and ending a session 80,000 ``unlink`` calls fewer; what it keeps in between is
+  the bytes of files replaced since the last session (a package upgraded in between), until the
+  next one begins. A link is only ever used for the inode it names (checked before every use).
+  Snapshots of format 1 kept numbered links inside their own folder; they are still read.
 - ``copies/``: a copy of each small file at the top of site-packages (``*.pth``, sitecustomize,
   one-module packages: the files Python runs at every start), so an edit in place there is undone;
   and of every distribution's RECORD, so the hashes a file is checked against are the ones listed
@@ -47,10 +54,10 @@ What restore does, and what it only reports (``Plan.action``):
 Folders outside site-packages that the stack runs from (an editable checkout of transformers) are
 watched and reported, never restored: they are someone's working tree.
 
-Cost: one stat walk of the watched folders plus one link and one stat per file, in two threads
-(the system calls release the GIL; on two cores busy with other work they gained nothing, on a
-GPU host's many they may), the links spread over a few folders. Measured figures are in
-docs/patching.md.
+Cost: one stat walk of the watched folders plus a stat of each file's link (a link made only for a
+file new since the last session), in two threads (the system calls release the GIL; on two cores
+busy with other work they gained nothing, on a GPU host's many they may), the links spread over a
+few folders. Measured figures are in docs/patching.md.
 """
 
 from __future__ import annotations
@@ -59,7 +66,6 @@ import array
 import datetime as dt
 import errno
 import hashlib
-import itertools
 import os
 import shutil
 import stat as st
@@ -78,7 +84,8 @@ from pydantic import BaseModel, Field, ValidationError
 from apex_core.errors import ApexUserError
 from apex_core.patcher.files import atomic_write, fsync_dir, sha256_file
 
-FORMAT = 1
+FORMAT = 2
+"""1: numbered links inside the snapshot's folder; 2: links named by inode in the store beside it."""
 MAGIC = b"APEX-SNAPSHOT-1\n"
 MANIFEST = "manifest.bin"
 LINKS = "links"
@@ -133,7 +140,7 @@ class Entry:
     ino: int
     nlink: int
     link: int = -1
-    """Its hard link's number under links/ (-1: none, e.g. another file system)."""
+    """Its hard link's name in the links' folder (format 2: its inode number; -1: none, e.g. another file system)."""
 
     @property
     def key(self) -> str:
@@ -190,13 +197,19 @@ def _link_name(links: Path, number: int) -> Path:
     return links / f"{number % BUCKETS:02x}" / str(number)
 
 
+def links_folder(snapshot_folder: Path) -> Path:
+    """Where a snapshot's links are kept (format 2), from one session to the next."""
+    return snapshot_folder.with_name(f"{snapshot_folder.name}-links")
+
+
 # --- the walk ---------------------------------------------------------------------------------------
 
 
 class _Walker:
-    """A stat walk of watched folders that never follows a symlink, optionally linking every
-    regular file into ``links`` on the way: linked first, then its stat taken through the link (two
-    system calls a file; the stat is the inode the link holds, after the link moved its ctime)."""
+    """A stat walk of watched folders that never follows a symlink, optionally making sure every
+    regular file has its link in ``links`` on the way (named by its inode: two stats for a file the
+    store already holds, nothing written; a link and a stat through it for any other, the stat then
+    the inode the link holds, after the link moved its ctime)."""
 
     def __init__(self, folders: list[Watched], links: Path | None, exclude: Iterable[Path]) -> None:
         self.folders = folders
@@ -206,7 +219,6 @@ class _Walker:
         self.symlinks: dict[str, str] = {}
         self._lock = threading.Lock()
         self._buckets: list[int] = []
-        self._numbers = itertools.count()
 
     def run(self) -> list[Entry]:
         if self.links is not None:
@@ -285,17 +297,30 @@ class _Walker:
         return found
 
     def _link(self, index: int, handle: int, name: str) -> tuple[os.stat_result, int]:
-        number = next(self._numbers)
+        info = os.stat(name, dir_fd=handle, follow_symlinks=False)
+        number = info.st_ino
         bucket = self._buckets[number % BUCKETS]
+        try:
+            held = os.stat(str(number), dir_fd=bucket, follow_symlinks=False)
+        except FileNotFoundError:
+            pass
+        else:
+            if held.st_ino == number and held.st_dev == info.st_dev:
+                return info, number  # an earlier session's link to this very inode
+            os.unlink(str(number), dir_fd=bucket)  # a name that holds another inode is no link of this file
         try:
             os.link(name, str(number), src_dir_fd=handle, dst_dir_fd=bucket, follow_symlinks=False)
         except OSError as error:
             if error.errno in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EACCES):
                 if error.errno == errno.EXDEV:
                     self.linked[index] = False  # another file system: this folder's files are reported, not relinked
-                return os.stat(name, dir_fd=handle, follow_symlinks=False), -1
+                return info, -1
             raise
-        return os.stat(str(number), dir_fd=bucket, follow_symlinks=False), number
+        linked = os.stat(str(number), dir_fd=bucket, follow_symlinks=False)
+        if linked.st_ino != number:  # the file was replaced between the stat and the link
+            os.unlink(str(number), dir_fd=bucket)
+            return os.stat(name, dir_fd=handle, follow_symlinks=False), -1
+        return linked, number
 
 
 def scan(folders: list[Watched], exclude: Iterable[Path] = ()) -> dict[str, Entry]:
@@ -309,7 +334,8 @@ def scan(folders: list[Watched], exclude: Iterable[Path] = ()) -> dict[str, Entr
 def _write_manifest(folder: Path, header: Header, entries: list[Entry]) -> None:
     paths = "\0".join(e.path for e in entries).encode(sys.getfilesystemencoding(), "surrogateescape")
     numbers = array.array("q", [n for e in entries for n in (e.folder, e.kind, e.mode, e.uid, e.size, e.mtime_ns, e.ctime_ns,
-                                                          e.ino - 2 * _INT64 if e.ino >= _INT64 else e.ino, e.nlink, e.link)])
+                                                          e.ino - 2 * _INT64 if e.ino >= _INT64 else e.ino, e.nlink,
+                                                          e.link - 2 * _INT64 if e.link >= _INT64 else e.link)])
     head = header.model_dump_json().encode()
     body = numbers.tobytes()
     atomic_write(folder / MANIFEST, MAGIC + struct.pack("<QQQ", len(head), len(paths), len(body)) + head + paths + body,
@@ -347,7 +373,7 @@ def _read_manifest(folder: Path) -> tuple[Header, list[Entry]]:
         if not 0 <= folder_index < folders or name.startswith("/") or "\0" in name or (".." in name and ".." in name.split("/")):
             raise SnapshotError(f"{problem} (entry {name!r} lies outside its folder)")
         entries.append(Entry(folder_index, name, kind, mode, uid, size, mtime_ns, ctime_ns, ino + 2 * _INT64 if ino < 0 else ino,
-                             nlink, link))
+                             nlink, link + 2 * _INT64 if link < -1 else link))
     return header, entries
 
 
@@ -361,6 +387,7 @@ class Snapshot:
         self.folder = folder
         self.header = header
         self.entries = {e.key: e for e in entries}
+        self.links = folder / LINKS if header.format == 1 else links_folder(folder)
 
     # taking, loading, discarding
 
@@ -376,10 +403,15 @@ class Snapshot:
         partial.parent.mkdir(parents=True, exist_ok=True)
         partial.mkdir(mode=0o700)
         os.chmod(partial, 0o700)
-        (partial / LINKS).mkdir(mode=0o700)
         (partial / COPIES).mkdir(mode=0o700)
-        walker = _Walker(watched, partial / LINKS if links else None, [*exclude, folder.parent])
+        store = links_folder(folder)
+        if links:
+            store.mkdir(mode=0o700, exist_ok=True)
+            os.chmod(store, 0o700)
+        walker = _Walker(watched, store if links else None, [*exclude, folder.parent])
         entries = walker.run()
+        if links:
+            _unlink_buckets(store, keep={e.link for e in entries if e.link >= 0})
         copies: dict[str, str] = {}
         for entry in entries:
             if entry.kind == FILE and watched[entry.folder].restore and (
@@ -459,7 +491,7 @@ class Snapshot:
             old = plan.old
             if old is not None and old.link >= 0 and plan.new is not None and plan.new.ino == old.ino:
                 # Edited in place: the link is the same inode, so it holds the edited bytes; never relink it.
-                _link_name(self.folder / LINKS, old.link).unlink(missing_ok=True)
+                _link_name(self.links, old.link).unlink(missing_ok=True)
                 old.link, old.nlink = -1, old.nlink - 1  # our own unlink is not someone else's link change
         for key, old in list(self.entries.items()):
             if key in kept:
@@ -474,28 +506,38 @@ class Snapshot:
 
 
 def discard(folder: Path) -> None:
-    """Remove a snapshot (its links are only names: the environment's files are not touched).
-    The links are unlinked folder by folder through a handle (rmtree lists and stats each one)."""
-    links = folder / LINKS
-    if links.is_dir() and not links.is_symlink():
-        for bucket in range(BUCKETS):
-            try:
-                handle = os.open(links / f"{bucket:02x}", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-            except OSError:
-                continue
-            try:
-                for name in os.listdir(handle):
-                    try:
-                        os.unlink(name, dir_fd=handle)
-                    except OSError:
-                        pass
-            finally:
-                os.close(handle)
+    """Remove a snapshot. Its links' store stays for the next session's snapshot (the module's
+    docstring says why; with no session open, removing the store by hand is safe). A format 1
+    snapshot's own links go with it (links are only names: the environment's files are not touched)."""
+    _unlink_buckets(folder / LINKS)
     shutil.rmtree(folder, ignore_errors=True)
     for stale in folder.parent.glob(f"{folder.name}.partial-*") if folder.parent.is_dir() else ():
         pid = stale.name.rsplit("-", 1)[-1]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             shutil.rmtree(stale, ignore_errors=True)
+
+
+def _unlink_buckets(links: Path, keep: set[int] | None = None) -> None:
+    """Unlink the links in ``links`` but those named in ``keep``, folder by folder through a handle
+    (rmtree lists and stats each one). A new snapshot keeps the inodes it holds and so frees the
+    bytes of files replaced or removed since the last session, as ending that session used to."""
+    if not links.is_dir() or links.is_symlink():
+        return
+    for bucket in range(BUCKETS):
+        try:
+            handle = os.open(links / f"{bucket:02x}", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            for name in os.listdir(handle):
+                if keep is not None and name.isdigit() and int(name) in keep:
+                    continue
+                try:
+                    os.unlink(name, dir_fd=handle)
+                except OSError:
+                    pass
+        finally:
+            os.close(handle)
 
 
 # --- planning -------------------------------------------------------------------------------------
@@ -659,7 +701,7 @@ class _Planner:
         """The link still holds the original: same inode, size and mtime, and the known sha256."""
         if old.link < 0:
             return False
-        link = _link_name(self.snapshot.folder / LINKS, old.link)
+        link = _link_name(self.snapshot.links, old.link)
         try:
             info = os.lstat(link)
         except OSError:
@@ -686,7 +728,7 @@ class _Planner:
             return self._edited(old, new, path, expected)
         # Another inode now has the name.
         if self._link_good(old):
-            same = _same_metadata(old, new) and _same_bytes(path, _link_name(self.snapshot.folder / LINKS, old.link))
+            same = _same_metadata(old, new) and _same_bytes(path, _link_name(self.snapshot.links, old.link))
             return self._plan(old, new, "relink", None if same else "replaced",
                               f"replaced by another file ({_what_differs(old, new)})",
                               "restore brings back the original (held by a hard link)")
@@ -828,7 +870,7 @@ class _Restorer:
             _clear(path)
             temporary = path.with_name(f".{path.name}.apex-relink-{os.getpid()}.tmp")
             temporary.unlink(missing_ok=True)
-            os.link(_link_name(self.snapshot.folder / LINKS, old.link), temporary, follow_symlinks=False)
+            os.link(_link_name(self.snapshot.links, old.link), temporary, follow_symlinks=False)
             os.replace(temporary, path)
             if st.S_IMODE(os.lstat(path).st_mode) != old.mode:
                 os.chmod(path, old.mode)

@@ -26,3 +26,38 @@ def test_a_solution_edited_after_it_was_bound_is_refused_naming_the_measurement(
 def test_a_solution_gone_before_it_is_bound_is_refused():
     with pytest.raises(ApexUserError, match="is gone; nothing was measured"):
         bound_patch("cpu-mini__rms_norm", Path("/nonexistent/solution.py"), None)
+
+
+def _point_folder() -> dict[str, str]:
+    import hashlib
+
+    from apex_core.patcher.points import get_point
+
+    folder = get_point("cpu-mini.rms_norm").target_file().parent
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("unconfined", [False, True])
+def test_one_set_is_swapped_for_the_next_inside_the_session_unless_the_code_ran_unconfined(tmp_path, unconfined):
+    """Confined, the second set replaces the first inside the session the first began (no new
+    snapshot); unconfined, the environment is restored against its snapshot between the two. Either
+    way the environment holds exactly the set asked for, and nothing once the holding ends."""
+    from apex_core.patcher import status
+    from apex_core.tasks import get_task
+
+    repo = Path(__file__).resolve().parents[3]
+    canned = bound_patch("cpu-mini__rms_norm", repo / "apex_core" / "agents" / "canned" / "cpu-mini__rms_norm.py", None)
+    baseline = bound_patch("cpu-mini__rms_norm", get_task("cpu-mini__rms_norm").baseline_path, None)
+    before = _point_folder()
+    checked: set[tuple[str, str, str]] = set()
+    try:
+        hold([canned], tmp_path, checked, unconfined=unconfined)
+        first = status()
+        hold([baseline], tmp_path, checked, unconfined=unconfined)
+        second = status()
+        assert [(p.solution, p.state) for p in second.active()] == [(baseline.solution, "applied")]
+        assert (second.folder == first.folder) is not unconfined, "one session when confined, a new one when not"
+        assert len(checked) == 2, "each set was checked inside the model once"
+    finally:
+        hold([], tmp_path, checked)
+    assert status() is None and _point_folder() == before

@@ -268,3 +268,55 @@ def test_outside_a_session_a_startup_file_no_package_lists_is_reported(site):
     (site / "zz-planted.pth").write_text("import os\n")
     (found,) = unaccounted_changes(None, [site])
     assert found.startswith(str(site / "zz-planted.pth")) and "no installed package lists it" in found
+
+
+def _store(cache: Path) -> dict[str, int]:
+    """The links' store of the toy environment's snapshot: name -> the inode it holds."""
+    (store,) = (cache / "patches").glob("*.snapshot-links")
+    return {p.name: p.stat().st_ino for p in store.rglob("*") if p.is_file()}
+
+
+def _files(site: Path) -> dict[str, int]:
+    return {str(p.stat().st_ino): p.stat().st_ino for p in site.rglob("*") if p.is_file() and not p.is_symlink()}
+
+
+def test_the_links_outlive_their_session_and_the_next_snapshot_links_only_what_is_new(site, cache, tmp_path):
+    """The store holds one link per file of the environment, named by its inode; a later session's
+    snapshot writes no link for a file the store already holds (its ctime does not move) and
+    unlinks the names of files gone since, so their bytes are freed."""
+    _patch_norm(site, cache, tmp_path)
+    restore(cache, roots=[site])
+    assert _store(cache) == _files(site), "every file's link, kept after its session ended"
+    core, extra = site / "otherpkg" / "core.py", site / "otherpkg" / "extra.py"
+    gone = str(extra.stat().st_ino)
+    extra.unlink()
+    (site / "otherpkg" / "added.py").write_text("ADDED = 1\n")
+    ctime = core.stat().st_ctime_ns
+    before, held = tree(site), _files(site)
+    _patch_norm(site, cache, tmp_path)
+    assert core.stat().st_ctime_ns == ctime, "a file the store already held was linked again"
+    assert _store(cache) == held and gone not in held, "the new file linked, the removed one's link gone"
+    (site / "otherpkg" / "core.py.new").write_text("def answer():\n    return 3\n")
+    os.replace(site / "otherpkg" / "core.py.new", core)  # replaced while the session is open
+    restore(cache, roots=[site])
+    assert tree(site) == before, "the original comes back from the link an earlier session made"
+
+
+def test_a_name_in_the_store_that_holds_another_file_is_not_taken_for_the_files_link(site, cache, tmp_path):
+    """Only the inode a name says is ever linked back: a stray file put under a file's inode
+    number (by hand, or by code that reached the store) is replaced by the real link."""
+    norm = site / "toystack" / "norm.py"
+    _patch_norm(site, cache, tmp_path)
+    restore(cache, roots=[site])
+    original, inode = norm.read_bytes(), norm.stat().st_ino
+    (store,) = (cache / "patches").glob("*.snapshot-links")
+    (stray,) = store.rglob(str(inode))
+    stray.unlink()
+    stray.write_bytes(b"import os; os.system('planted')\n")
+    util = site / "otherpkg" / "util.py"
+    _patch_norm(site, cache, tmp_path)
+    assert stray.stat().st_ino == inode and stray.read_bytes() == original, "the stray name now links the real file"
+    (site / "otherpkg" / "util.py.new").write_text("def helper():\n    return 'replaced'\n")
+    os.replace(site / "otherpkg" / "util.py.new", util)
+    restore(cache, roots=[site])
+    assert norm.read_bytes() == original and util.read_text() == "def helper():\n    return 'original'\n"

@@ -98,6 +98,9 @@ def measure_rounds(spec: WorkloadSpec, runs: int, results_root: Path, *, warmup:
 
     excluded: list[dict[str, str]] = []
     try:
+        # The original first, the environment restored once for it; each patched arm after it swaps
+        # its set of patches for the last one's inside one patch session (``hold`` says why that is safe).
+        start(Arm(name=ORIGINAL, patches=[]))
         while True:
             control, candidate = start(Arm(name=CONTROL, patches=[baselines[w.task_id] for w in winners])), \
                 start(Arm(name=CANDIDATE, patches=winners))
