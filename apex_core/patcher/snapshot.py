@@ -307,7 +307,10 @@ class _Walker:
         else:
             if held.st_ino == number and held.st_dev == info.st_dev:
                 return info, number  # an earlier session's link to this very inode
-            os.unlink(str(number), dir_fd=bucket)  # a name that holds another inode is no link of this file
+            try:
+                os.unlink(str(number), dir_fd=bucket)  # a name that holds another inode is no link of this file
+            except OSError:
+                return info, -1  # not even removable (a folder put there): this file goes without a link
         try:
             os.link(name, str(number), src_dir_fd=handle, dst_dir_fd=bucket, follow_symlinks=False)
         except OSError as error:
