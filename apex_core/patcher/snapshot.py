@@ -313,6 +313,9 @@ class _Walker:
                 return info, -1  # not even removable (a folder put there): this file goes without a link
         try:
             os.link(name, str(number), src_dir_fd=handle, dst_dir_fd=bucket, follow_symlinks=False)
+        except FileExistsError:  # the other walking thread linked another name of this inode just now
+            held = os.stat(str(number), dir_fd=bucket, follow_symlinks=False)
+            return info, number if held.st_ino == number and held.st_dev == info.st_dev else -1
         except OSError as error:
             if error.errno in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EACCES):
                 if error.errno == errno.EXDEV:

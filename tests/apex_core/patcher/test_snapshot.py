@@ -320,3 +320,18 @@ def test_a_name_in_the_store_that_holds_another_file_is_not_taken_for_the_files_
     os.replace(site / "otherpkg" / "util.py.new", util)
     restore(cache, roots=[site])
     assert norm.read_bytes() == original and util.read_text() == "def helper():\n    return 'original'\n"
+
+
+def test_two_names_of_one_file_share_its_link_and_each_comes_back(site, cache, tmp_path):
+    """Hard-linked installs give one inode several names: the store holds it once, under its inode,
+    and either name replaced during a session comes back as that inode."""
+    util, twin = site / "otherpkg" / "util.py", site / "toystack" / "util_twin.py"
+    os.link(util, twin)
+    before = tree(site)
+    _patch_norm(site, cache, tmp_path)
+    assert str(util.stat().st_ino) in _store(cache)
+    for name in (util, twin):
+        name.with_suffix(".new").write_text("def helper():\n    return 'replaced'\n")
+        os.replace(name.with_suffix(".new"), name)
+    restore(cache, roots=[site])
+    assert tree(site) == before and util.stat().st_ino == twin.stat().st_ino
