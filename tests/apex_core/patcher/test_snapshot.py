@@ -335,3 +335,24 @@ def test_two_names_of_one_file_share_its_link_and_each_comes_back(site, cache, t
         os.replace(name.with_suffix(".new"), name)
     restore(cache, roots=[site])
     assert tree(site) == before and util.stat().st_ino == twin.stat().st_ino
+
+
+def test_a_session_an_older_apex_began_keeps_its_links_inside_its_snapshot_and_still_restores(site, cache, tmp_path):
+    """Format 1 (before the store): the links sat in the snapshot's own ``links/`` folder; a session
+    open across the upgrade is still restored from them."""
+    import shutil
+
+    from apex_core.patcher.snapshot import LINKS, Snapshot, links_folder
+
+    before = tree(site)
+    _patch_norm(site, cache, tmp_path)
+    (folder,) = (cache / "patches").glob("*.snapshot")
+    shutil.move(links_folder(folder), folder / LINKS)  # as the older apex laid it out
+    older = Snapshot.load(folder)
+    older.header.format = 1
+    older.save()
+    util = site / "otherpkg" / "util.py"
+    (site / "otherpkg" / "util.py.new").write_text("def helper():\n    return 'replaced'\n")
+    os.replace(site / "otherpkg" / "util.py.new", util)
+    restore(cache, roots=[site])
+    assert tree(site) == before and not folder.exists()
